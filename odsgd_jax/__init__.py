@@ -1,0 +1,1 @@
+"""odsgd_jax: distributed data-parallel update strategies as optax transformations."""

@@ -1,0 +1,167 @@
+"""Data sets by name: where their prepared array_record files are, and how to read them.
+
+Offline data sets (`mnist1d`, `digits`) are TFDS builders in this package and are
+prepared on first use. Catalog data sets (`mnist`, `cifar10`, `imagenet2012`) must
+be prepared by the user in array_record format; this module never downloads at
+training time, and says how to prepare a data set that is missing.
+"""
+
+import dataclasses
+import os
+from typing import Any
+
+import tensorflow_datasets as tfds
+
+from odsgd_jax.data._builders import Digits, Mnist1d
+from odsgd_jax.data._splits import InMemorySplit, RecordSplit
+
+
+class DataError(ValueError):
+  """A data set is missing, unreadable or in the wrong format; the message says how to fix it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSpec:
+  """How to find, decode and normalize one data set.
+
+  Attributes:
+    num_classes: number of labels.
+    input_shape: shape of one preprocessed input.
+    scale: raw values are multiplied by this first (e.g. 1/255 for uint8 images).
+    mean, std: then normalized per channel as (x - mean) / std.
+    augment: "none", "crop_flip" (CIFAR: pad 4, random 32x32 crop, flip) or
+      "imagenet" (random resized crop to 224 + flip; eval: resize 256, center 224).
+    builder: the package's TFDS builder class, or None for a TFDS catalog data set.
+    test_split: the split evaluated as "test".
+    in_memory: decode the splits into memory once (small data sets), instead of
+      reading records batch by batch.
+  """
+
+  num_classes: int
+  input_shape: tuple[int, ...]
+  scale: float = 1.0
+  mean: tuple[float, ...] = (0.0,)
+  std: tuple[float, ...] = (1.0,)
+  augment: str = "none"
+  builder: Any = None
+  test_split: str = "test"
+  in_memory: bool = True
+
+
+DATASETS: dict[str, DatasetSpec] = {
+    # mnist1d signals are already standardized by their generator.
+    "mnist1d": DatasetSpec(num_classes=10, input_shape=(40,), builder=Mnist1d),
+    "digits": DatasetSpec(
+        num_classes=10, input_shape=(8, 8, 1), scale=1 / 16, mean=(0.3053,), std=(0.3760,),
+        builder=Digits,
+    ),
+    "mnist": DatasetSpec(
+        num_classes=10, input_shape=(28, 28, 1), scale=1 / 255, mean=(0.1307,), std=(0.3081,)
+    ),
+    "cifar10": DatasetSpec(
+        num_classes=10, input_shape=(32, 32, 3), scale=1 / 255,
+        mean=(0.4914, 0.4822, 0.4465), std=(0.2470, 0.2435, 0.2616), augment="crop_flip",
+    ),
+    "imagenet2012": DatasetSpec(
+        num_classes=1000, input_shape=(224, 224, 3), scale=1 / 255,
+        mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), augment="imagenet",
+        test_split="validation", in_memory=False,
+    ),
+}
+
+
+def resolve_data_dir(data_dir: str | None) -> str:
+  """The TFDS data folder: `data_dir`, else $TFDS_DATA_DIR, else ~/tensorflow_datasets."""
+  if data_dir:
+    return os.path.abspath(os.path.expanduser(data_dir))
+  return os.path.expanduser(os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets"))
+
+
+def how_to_prepare(name: str, data_dir: str) -> str:
+  """Instructions for preparing a catalog data set in array_record format."""
+  steps = (
+      f"On a machine with internet access run:\n"
+      f"  pip install tensorflow tensorflow-datasets\n"
+      f"  tfds build {name} --file_format=array_record --data_dir={data_dir}\n"
+  )
+  if name == "imagenet2012":
+    steps = (
+        f"ImageNet needs a manual download: put ILSVRC2012_img_train.tar and "
+        f"ILSVRC2012_img_val.tar in {data_dir}/downloads/manual, then\n" + steps
+    )
+  return steps + "(or copy a prepared array_record copy of it into that folder)."
+
+
+def _prepared_dirs(name: str, data_dir: str) -> list[str]:
+  """Version folders under data_dir/name (optionally one config level deeper)."""
+  root = os.path.join(data_dir, name)
+  found = []
+  for base, _, files in os.walk(root):
+    depth = os.path.relpath(base, root).count(os.sep) + 1
+    if "dataset_info.json" in files and depth <= 2:
+      found.append(base)
+  return sorted(found, key=lambda d: tfds.core.Version(os.path.basename(d))
+                if tfds.core.Version.is_valid(os.path.basename(d)) else tfds.core.Version("0.0.0"))
+
+
+def _open_catalog_dataset(name: str, data_dir: str) -> tfds.core.DatasetBuilder:
+  prepared = _prepared_dirs(name, data_dir)
+  if not prepared:
+    raise DataError(
+        f"data set {name!r} is not prepared in {data_dir} and is never downloaded during "
+        f"training.\n{how_to_prepare(name, data_dir)}\n"
+        f"If it is prepared elsewhere, set --config.data.data_dir to that folder."
+    )
+  builder = tfds.builder_from_directory(prepared[-1])
+  if builder.info.file_format != tfds.core.FileFormat.ARRAY_RECORD:
+    raise DataError(
+        f"data set {name!r} in {prepared[-1]} is stored as {builder.info.file_format.value}, "
+        f"but reading without TensorFlow needs array_record.\n{how_to_prepare(name, data_dir)}"
+    )
+  return builder
+
+
+def _prepare_offline_dataset(spec: DatasetSpec, name: str, data_dir: str):
+  builder = spec.builder(data_dir=data_dir, file_format="array_record")
+  try:
+    builder.download_and_prepare()
+  except OSError as error:
+    raise DataError(
+        f"cannot prepare data set {name!r} in {data_dir}: {error}. "
+        f"Set --config.data.data_dir to a writable folder."
+    ) from error
+  return builder
+
+
+def open_splits(name: str, data_dir: str | None) -> tuple[Any, Any]:
+  """Train and test splits of data set `name` (prepared first if it builds offline).
+
+  Args:
+    name: a key of `DATASETS`.
+    data_dir: TFDS data folder; None for the TFDS default.
+
+  Returns:
+    (train_split, test_split), each with `len()` and `read(indices)` returning
+    (images, labels).
+
+  Raises:
+    DataError: the data set is unknown, not prepared, not array_record, or its
+      folder is not writable; the message says what to do.
+  """
+  if name not in DATASETS:
+    raise DataError(f"unknown data set {name!r}; choose one of {sorted(DATASETS)}")
+  spec = DATASETS[name]
+  data_dir = resolve_data_dir(data_dir)
+  if spec.builder is not None:
+    builder = _prepare_offline_dataset(spec, name, data_dir)
+  else:
+    builder = _open_catalog_dataset(name, data_dir)
+  try:
+    sources = builder.as_data_source()
+    wrap = InMemorySplit if spec.in_memory else RecordSplit
+    return wrap(sources["train"]), wrap(sources[spec.test_split])
+  except Exception as error:  # a truncated or foreign file: say which folder
+    raise DataError(
+        f"cannot read data set {name!r} from {builder.data_dir}: {error}. "
+        f"Delete that folder and prepare the data set again.\n{how_to_prepare(name, data_dir)}"
+    ) from error

@@ -1,0 +1,207 @@
+"""grain pipelines: one shard, one seeded shuffle and one batch per worker, over epochs.
+
+Worker i of N reads examples i, i+N, i+2N, ... of the training split (the split is
+first cut to a multiple of N so that every shard has the same size), shuffles its
+shard anew every epoch with its own seed, batches, reads and augments. The batches of
+this process's workers are stacked into one array of shape (workers, batch, ...)
+per step. A batch is a pure function of (seed, worker, step), so the iterator's
+position is one integer, saved with every checkpoint.
+"""
+
+import functools
+from typing import Any, Iterator, Sequence
+
+import grain
+import numpy as np
+from PIL import Image
+
+from odsgd_jax.data._datasets import DatasetSpec
+
+
+def _normalize(spec: DatasetSpec, image: np.ndarray) -> np.ndarray:
+  image = image.astype(np.float32) * spec.scale
+  return (image - np.asarray(spec.mean, np.float32)) / np.asarray(spec.std, np.float32)
+
+
+def _crop_flip(image: np.ndarray, rng: np.random.Generator, padding: int = 4) -> np.ndarray:
+  height, width = image.shape[:2]
+  padded = np.pad(image, ((padding, padding), (padding, padding), (0, 0)), mode="reflect")
+  top, left = rng.integers(0, 2 * padding + 1, size=2)
+  image = padded[top:top + height, left:left + width]
+  return image[:, ::-1] if rng.random() < 0.5 else image
+
+
+def _imagenet_train(image: np.ndarray, rng: np.random.Generator, size: int = 224) -> np.ndarray:
+  """Inception-style random resized crop (area 8%-100%, aspect 3/4-4/3) and flip."""
+  height, width = image.shape[:2]
+  for _ in range(10):
+    area = height * width * rng.uniform(0.08, 1.0)
+    aspect = np.exp(rng.uniform(np.log(3 / 4), np.log(4 / 3)))
+    crop_w, crop_h = int(round(np.sqrt(area * aspect))), int(round(np.sqrt(area / aspect)))
+    if 0 < crop_w <= width and 0 < crop_h <= height:
+      top, left = rng.integers(0, height - crop_h + 1), rng.integers(0, width - crop_w + 1)
+      break
+  else:  # fall back to the central square
+    crop_h = crop_w = min(height, width)
+    top, left = (height - crop_h) // 2, (width - crop_w) // 2
+  crop = Image.fromarray(image[top:top + crop_h, left:left + crop_w])
+  image = np.asarray(crop.resize((size, size), Image.BICUBIC))
+  return image[:, ::-1] if rng.random() < 0.5 else image
+
+
+def _imagenet_eval(image: np.ndarray, size: int = 224, resize: int = 256) -> np.ndarray:
+  height, width = image.shape[:2]
+  ratio = resize / min(height, width)
+  resized = Image.fromarray(image).resize(
+      (max(resize, round(width * ratio)), max(resize, round(height * ratio))), Image.BICUBIC
+  )
+  image = np.asarray(resized)
+  top, left = (image.shape[0] - size) // 2, (image.shape[1] - size) // 2
+  return image[top:top + size, left:left + size]
+
+
+def _augment(spec: DatasetSpec, images: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+  if spec.augment == "crop_flip":
+    return np.stack([_crop_flip(image, rng) for image in images])
+  if spec.augment == "imagenet":
+    return np.stack([_imagenet_train(image, rng) for image in images])
+  return images
+
+
+def train_batch(spec: DatasetSpec, split: Any, indices: np.ndarray, rng: np.random.Generator):
+  """One worker's training batch: read, augmented (per the data set), normalized."""
+  images, labels = split.read(indices)
+  return {"image": _normalize(spec, _augment(spec, images, rng)), "label": labels}
+
+
+def eval_batch(spec: DatasetSpec, split: Any, indices: np.ndarray):
+  """An evaluation batch: deterministic resizing only, then normalized."""
+  images, labels = split.read(indices)
+  if spec.augment == "imagenet":
+    images = np.stack([_imagenet_eval(image) for image in images])
+  return {"image": _normalize(spec, np.asarray(images)), "label": labels}
+
+
+def worker_seed(seed: int, worker: int) -> int:
+  """A per-worker seed that does not collide across (seed, worker) pairs."""
+  return int(np.random.SeedSequence([seed, worker]).generate_state(1)[0])
+
+
+class _ShardOrder:
+  """Indices in the split of worker `worker`'s batches: a pure function of the step.
+
+  Each epoch the worker visits its shard in a fresh permutation drawn from
+  (seed, worker, epoch); batches run across epoch boundaries. (A NumPy
+  permutation per epoch: grain's index shuffle costs ~100 us per index.)
+  """
+
+  def __init__(self, *, worker: int, num_workers: int, shard_size: int, batch_size: int,
+               seed: int):
+    self._worker, self._num_workers = worker, num_workers
+    self._shard_size, self._batch_size, self._seed = shard_size, batch_size, seed
+
+  @functools.lru_cache(maxsize=4)
+  def _permutation(self, epoch: int) -> np.ndarray:
+    rng = np.random.default_rng([self._seed, self._worker, epoch])
+    return rng.permutation(self._shard_size)
+
+  def __call__(self, step: int) -> np.ndarray:
+    positions = np.arange(step * self._batch_size, (step + 1) * self._batch_size)
+    epochs, offsets = np.divmod(positions, self._shard_size)
+    in_shard = np.empty_like(positions)
+    for epoch in np.unique(epochs):
+      here = epochs == epoch
+      in_shard[here] = self._permutation(int(epoch))[offsets[here]]
+    return self._worker + in_shard * self._num_workers
+
+
+def worker_batches(
+    split: Any, spec: DatasetSpec, *, worker: int, num_workers: int, batch_size: int, seed: int
+) -> grain.MapDataset:
+  """Worker `worker`'s endless sequence of batches: batch t is element t.
+
+  Worker i reads examples i, i+N, i+2N, ... of the split, cut to a multiple of N.
+  """
+  shard_size = len(split) // num_workers
+  if shard_size < batch_size:
+    raise ValueError(
+        f"each of {num_workers} workers holds {shard_size} training examples, "
+        f"fewer than its batch of {batch_size}; lower data.batch_size or cluster.num_workers"
+    )
+  order = _ShardOrder(worker=worker, num_workers=num_workers, shard_size=shard_size,
+                      batch_size=batch_size, seed=seed)
+  return (
+      grain.MapDataset.range(2**62)  # endless: the run's length decides
+      .map(order)
+      .random_map(functools.partial(train_batch, spec, split), seed=worker_seed(seed, worker))
+  )
+
+
+class TrainBatches:
+  """Iterator over steps: this process's workers' batches, stacked, with prefetch.
+
+  Yields dicts {"image": (W, B, ...), "label": (W, B)} where W = len(workers).
+  `position` is the next step's index; `seek(step)` moves there (for resuming).
+  """
+
+  def __init__(
+      self,
+      split: Any,
+      spec: DatasetSpec,
+      *,
+      workers: Sequence[int],
+      num_workers: int,
+      batch_size: int,
+      seed: int,
+      num_threads: int = 4,
+      prefetch: int = 8,
+  ):
+    per_worker = [
+        worker_batches(split, spec, worker=w, num_workers=num_workers,
+                       batch_size=batch_size, seed=seed)
+        for w in workers
+    ]
+    steps = grain.MapDataset.range(len(per_worker[0]))
+    self._dataset = steps.map(lambda step: _stack([ds[step] for ds in per_worker]))
+    self._read_options = grain.ReadOptions(num_threads=num_threads, prefetch_buffer_size=prefetch)
+    self._position = 0
+    self._iterator = None
+
+  @property
+  def position(self) -> int:
+    return self._position
+
+  def seek(self, step: int) -> None:
+    self._position = int(step)
+    self._iterator = None
+
+  def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+    return self
+
+  def __next__(self) -> dict[str, np.ndarray]:
+    if self._iterator is None:
+      remaining = self._dataset[self._position:]
+      self._iterator = iter(remaining.to_iter_dataset(self._read_options))
+    batch = next(self._iterator)
+    self._position += 1
+    return batch
+
+
+def _stack(batches: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+  return {key: np.stack([b[key] for b in batches]) for key in batches[0]}
+
+
+def eval_batches(split: Any, spec: DatasetSpec, batch_size: int) -> Iterator[dict[str, np.ndarray]]:
+  """The whole split in order, in batches of exactly `batch_size`.
+
+  The last batch is padded; its "mask" marks the real examples.
+  """
+  for start in range(0, len(split), batch_size):
+    indices = np.arange(start, min(start + batch_size, len(split)))
+    batch = eval_batch(spec, split, indices)
+    pad = batch_size - len(indices)
+    yield {
+        "image": np.pad(batch["image"], [(0, pad)] + [(0, 0)] * (batch["image"].ndim - 1)),
+        "label": np.pad(batch["label"], (0, pad)),
+        "mask": np.arange(batch_size) < len(indices),
+    }
