@@ -122,6 +122,7 @@ def _open_catalog_dataset(name: str, data_dir: str) -> tfds.core.DatasetBuilder:
 
 
 def _prepare_offline_dataset(spec: DatasetSpec, name: str, data_dir: str):
+  tfds.disable_progress_bar()  # preparing takes a second; its bars only clutter the log
   builder = spec.builder(data_dir=data_dir, file_format="array_record")
   try:
     builder.download_and_prepare()

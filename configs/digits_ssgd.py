@@ -1,0 +1,18 @@
+"""scikit-learn 8x8 digits, LeNet-5, 8 workers, synchronous SGD (offline, ~1 minute on CPU).
+
+  python -m experiments.train --config configs/digits_ssgd.py --workdir runs/digits_ssgd
+"""
+
+from configs import default
+
+
+def get_config():
+  config = default.get_config()
+  config.data.name = "digits"
+  config.data.batch_size = 64  # 1437 training images: 8 per worker per step
+  config.model.name = "lenet5"
+  config.optimizer.learning_rate = 0.05
+  config.train.num_steps = 1500
+  config.train.eval_every = 500
+  config.train.checkpoint_every = 500
+  return config

@@ -1,0 +1,117 @@
+"""The worker mesh: N logical workers on D devices, each worker one or more devices.
+
+Mesh axes:
+  "workers": devices that hold different workers;
+  "intra":   devices inside one worker (plain synchronous data parallelism, as the
+             4 GPUs of one node in the papers); size 1 unless configured.
+A device holds k = N / size("workers") logical workers, run by `jax.vmap` under the
+axis name "local". A strategy's collectives therefore run over the axes
+("workers", "local"), in that order: worker index = device_index * k + local_index,
+which is the order of the leading dimension of every per-worker array.
+"""
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+WORKERS = "workers"
+INTRA = "intra"
+LOCAL = "local"
+WORKER_AXES = (WORKERS, LOCAL)  # the axis_name every strategy reduces over
+
+# How an argument of a per-worker function is laid out across the mesh.
+PER_WORKER = "per_worker"  # leading dimension N, one slice per worker
+BATCH = "batch"  # (N, batch, ...): per worker, and split over "intra" devices
+REPLICATED = "replicated"  # the same on every worker (e.g. the cluster schedule)
+_SPECS = {PER_WORKER: P(WORKERS), BATCH: P(WORKERS, INTRA), REPLICATED: P()}
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerMesh:
+  """A device mesh together with the number of logical workers it runs."""
+
+  mesh: Mesh
+  num_workers: int
+
+  @property
+  def num_devices(self) -> int:
+    return self.mesh.devices.size
+
+  @property
+  def workers_per_device(self) -> int:
+    return self.num_workers // self.mesh.shape[WORKERS]
+
+  @property
+  def devices_per_worker(self) -> int:
+    return self.mesh.shape[INTRA]
+
+  def sharding(self, layout: str) -> NamedSharding:
+    return NamedSharding(self.mesh, _SPECS[layout])
+
+  def per_worker(
+      self, worker_fn: Callable[..., Any], in_layouts: Sequence[str], out_layouts: Any = PER_WORKER
+  ) -> Callable[..., Any]:
+    """Runs `worker_fn` once per logical worker, with the worker axes bound.
+
+    Args:
+      worker_fn: function of one worker's arguments; may use collectives over
+        `WORKER_AXES` (between workers) and `INTRA` (inside a worker).
+      in_layouts: one of PER_WORKER, BATCH, REPLICATED for each positional argument.
+      out_layouts: PER_WORKER or REPLICATED, for every output (a pytree prefix).
+
+    Returns:
+      A function of the global arrays (leading dimension N for per-worker ones).
+    """
+    in_axes = tuple(None if layout == REPLICATED else 0 for layout in in_layouts)
+    out_axes = jax.tree.map(lambda layout: None if layout == REPLICATED else 0, out_layouts)
+    per_device = jax.vmap(worker_fn, in_axes=in_axes, out_axes=out_axes, axis_name=LOCAL)
+    return jax.shard_map(
+        per_device,
+        mesh=self.mesh,
+        in_specs=tuple(_SPECS[layout] for layout in in_layouts),
+        out_specs=jax.tree.map(lambda layout: _SPECS[layout], out_layouts),
+        # Collectives over the vmap axis inside shard_map fail the varying-axes
+        # check in JAX 0.10; the reductions are correct without it.
+        check_vma=False,
+    )
+
+
+def make_worker_mesh(
+    num_workers: int, num_devices: int = 0, devices_per_worker: int = 1,
+    devices: Sequence[jax.Device] | None = None,
+) -> WorkerMesh:
+  """Lays out `num_workers` logical workers on the first `num_devices` devices.
+
+  Args:
+    num_workers: N, the number of logical workers.
+    num_devices: devices to use; 0 means all of `devices` (default `jax.devices()`).
+    devices_per_worker: devices inside one worker (the "intra" axis).
+    devices: the devices to choose from.
+
+  Raises:
+    ValueError: the counts do not divide; the message names the fix.
+  """
+  devices = list(jax.devices() if devices is None else devices)
+  num_devices = num_devices or len(devices)
+  if num_devices > len(devices):
+    raise ValueError(
+        f"parallel.num_devices={num_devices} but only {len(devices)} devices are visible"
+    )
+  if devices_per_worker < 1 or num_devices % devices_per_worker:
+    raise ValueError(
+        f"parallel.devices_per_worker={devices_per_worker} must divide the "
+        f"{num_devices} devices in use"
+    )
+  worker_groups = num_devices // devices_per_worker
+  if num_workers < 1 or num_workers % worker_groups:
+    raise ValueError(
+        f"cluster.num_workers={num_workers} must be a positive multiple of the "
+        f"{worker_groups} device groups ({num_devices} devices / {devices_per_worker} per "
+        f"worker); change cluster.num_workers or set parallel.num_devices"
+    )
+  grid = np.asarray(devices[:num_devices], dtype=object).reshape(worker_groups, devices_per_worker)
+  return WorkerMesh(mesh=Mesh(grid, (WORKERS, INTRA)), num_workers=num_workers)

@@ -1,0 +1,186 @@
+"""train_and_evaluate: the whole run, from config to summary.json, resumable."""
+
+import json
+import math
+import os
+import time
+from typing import Any
+
+import jax
+import ml_collections
+import numpy as np
+import tqdm
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from odsgd_jax import parallel
+from odsgd_jax.cluster import synchronous_schedule
+from odsgd_jax.data import DATASETS, TrainBatches, eval_batches, open_splits
+from odsgd_jax.models import make_model
+from odsgd_jax.strategies import get_strategy
+from odsgd_jax.train._checkpoint import Checkpoints
+from odsgd_jax.train._metrics import MetricsWriter
+from odsgd_jax.train._optimizer import make_inner_optimizer, make_lr_schedule
+from odsgd_jax.train._step import init_state, make_eval_step, make_train_step
+from odsgd_jax.train._validate import validate_config
+
+
+class NonFiniteLossError(RuntimeError):
+  """Training diverged; the last good checkpoint is left as it was."""
+
+
+def _options(section: ml_collections.ConfigDict) -> dict[str, Any]:
+  return {k: v for k, v in section.to_dict().items() if k != "name"}
+
+
+def _evaluate(eval_step, state, split, spec, batch_size, sharding) -> dict[str, float]:
+  total_loss, correct = 0.0, 0.0
+  for batch in eval_batches(split, spec, batch_size):
+    loss, num_correct = eval_step(state, jax.device_put(batch, sharding))
+    total_loss += float(loss)
+    correct += float(num_correct)
+  return {"test_loss": total_loss / len(split), "test_accuracy": correct / len(split)}
+
+
+def _write_json_atomically(path: str, payload: dict[str, Any]) -> None:
+  tmp = path + ".tmp"
+  with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(payload, f, indent=2, sort_keys=True)
+    f.write("\n")
+  os.replace(tmp, path)
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+  """Trains `config`'s model with its strategy, evaluating and checkpointing.
+
+  A workdir that already holds a checkpoint resumes from its latest step and
+  ends exactly where an uninterrupted run would.
+
+  Args:
+    config: experiment config (see configs/default.py); checked before any work.
+    workdir: where checkpoints, metrics.jsonl, tensorboard/ and summary.json go.
+
+  Returns:
+    The summary also written to `workdir/summary.json`.
+
+  Raises:
+    ConfigError: invalid config. DataError: data set missing or unreadable.
+    NonFiniteLossError: the loss or parameters became NaN/inf.
+  """
+  validate_config(config, jax.device_count())
+  is_writer = jax.process_index() == 0
+  data_cfg, train_cfg = config.data, config.train
+  worker_mesh = parallel.make_worker_mesh(
+      config.cluster.num_workers, config.parallel.num_devices, config.parallel.devices_per_worker
+  )
+  num_workers = worker_mesh.num_workers
+  batch_per_worker = data_cfg.batch_size // num_workers
+
+  spec = DATASETS[data_cfg.name]
+  train_split, test_split = open_splits(data_cfg.name, data_cfg.data_dir)
+  steps_per_epoch = max(1, (len(train_split) // num_workers) // batch_per_worker)
+
+  model = make_model(config.model.name, spec.num_classes, **_options(config.model))
+  lr_schedule = make_lr_schedule(config.optimizer, train_cfg.num_steps, steps_per_epoch)
+  strategy = get_strategy(config.strategy.name)
+  tx = strategy.make(make_inner_optimizer(config.optimizer, lr_schedule),
+                     axis_name=parallel.WORKER_AXES, **_options(config.strategy))
+
+  os.makedirs(workdir, exist_ok=True)
+  if is_writer:
+    _write_json_atomically(os.path.join(workdir, "config.json"), config.to_dict())
+  checkpoints = Checkpoints(workdir, train_cfg.max_checkpoints)
+  state = init_state(model, tx, worker_mesh, spec.input_shape, train_cfg.seed)
+  progress = {"data_position": 0, "wall_time_s": 0.0}
+  resumed_step = checkpoints.latest_step()
+  if resumed_step is not None:
+    state, progress = checkpoints.restore(resumed_step, state)
+  start_step = int(state.step)
+
+  # This process feeds its own contiguous block of workers.
+  workers_per_process = num_workers // jax.process_count()
+  first_worker = jax.process_index() * workers_per_process
+  batches = TrainBatches(
+      train_split, spec, workers=range(first_worker, first_worker + workers_per_process),
+      num_workers=num_workers, batch_size=batch_per_worker, seed=train_cfg.seed,
+      num_threads=data_cfg.num_threads, prefetch=data_cfg.prefetch,
+  )
+  batches.seek(progress["data_position"])
+  batch_sharding = worker_mesh.sharding(parallel.BATCH)
+  eval_batch_size = math.ceil(data_cfg.eval_batch_size / worker_mesh.num_devices) * (
+      worker_mesh.num_devices)
+  eval_sharding = NamedSharding(worker_mesh.mesh, P((parallel.WORKERS, parallel.INTRA)))
+
+  train_step = make_train_step(model, tx, worker_mesh)
+  eval_step = make_eval_step(model, strategy)
+  writer = MetricsWriter(workdir, enabled=is_writer, resumed_step=resumed_step)
+  bar = tqdm.tqdm(total=train_cfg.num_steps, initial=start_step, unit="step", dynamic_ncols=True,
+                  disable=not (is_writer and train_cfg.progress_bar))
+
+  started = time.perf_counter()
+  last_log = (start_step, started)
+  pending = None  # (step, metrics on device): fetched after the next step is dispatched
+  evaluation = None
+
+  def finish_step(step: int, metrics: Any) -> None:
+    nonlocal last_log
+    metrics = jax.device_get(metrics)
+    if not (np.isfinite(metrics["loss"]) and np.isfinite(metrics["param_norm"])):
+      raise NonFiniteLossError(
+          f"loss is {metrics['loss']} (parameter norm {metrics['param_norm']}) at step {step}: "
+          f"training diverged and stopped without saving. The last good checkpoint "
+          f"(step {checkpoints.latest_step()}) in {checkpoints.directory} is intact; lower "
+          f"optimizer.learning_rate (now {config.optimizer.learning_rate}) and rerun."
+      )
+    if step % train_cfg.log_every == 0 or step == train_cfg.num_steps:
+      now = time.perf_counter()
+      steps_per_s = (step - last_log[0]) / max(now - last_log[1], 1e-9)
+      last_log = (step, now)
+      writer.write(step, {
+          **metrics, "learning_rate": lr_schedule(step - 1), "steps_per_s": steps_per_s,
+          "examples_seen": step * data_cfg.batch_size, "epoch": step / steps_per_epoch,
+      })
+      bar.set_postfix(loss=f"{metrics['loss']:.4f}", acc=f"{metrics['accuracy']:.3f}")
+
+  try:
+    for step in range(start_step + 1, train_cfg.num_steps + 1):
+      batch = jax.device_put(next(batches), batch_sharding)
+      state, metrics = train_step(state, batch, synchronous_schedule(step - 1, num_workers))
+      if pending is not None:
+        finish_step(*pending)
+      pending = (step, metrics)
+      bar.update(1)
+      eval_due = step % train_cfg.eval_every == 0 or step == train_cfg.num_steps
+      save_due = step % train_cfg.checkpoint_every == 0 or step == train_cfg.num_steps
+      if eval_due or save_due:
+        finish_step(*pending)  # never save or report a step that diverged
+        pending = None
+      if eval_due:
+        evaluation = _evaluate(eval_step, state, test_split, spec, eval_batch_size, eval_sharding)
+        writer.write(step, evaluation)
+      if save_due:
+        wall_time = progress["wall_time_s"] + time.perf_counter() - started
+        checkpoints.save(step, state, {"data_position": batches.position,
+                                       "wall_time_s": wall_time})
+    if pending is not None:
+      finish_step(*pending)
+    if evaluation is None:  # resumed a finished run: report it again
+      evaluation = _evaluate(eval_step, state, test_split, spec, eval_batch_size, eval_sharding)
+  finally:
+    bar.close()
+    writer.close()
+    checkpoints.close()
+
+  summary = {
+      **evaluation,
+      "steps": int(state.step),
+      "epochs": int(state.step) / steps_per_epoch,
+      "examples_seen": int(state.step) * data_cfg.batch_size,
+      "wall_time_s": progress["wall_time_s"] + time.perf_counter() - started
+      if start_step < train_cfg.num_steps else progress["wall_time_s"],
+      "strategy": config.strategy.name, "dataset": data_cfg.name, "model": config.model.name,
+      "num_workers": num_workers, "num_devices": worker_mesh.num_devices,
+  }
+  if is_writer:
+    _write_json_atomically(os.path.join(workdir, "summary.json"), summary)
+  return summary

@@ -1,0 +1,133 @@
+"""Train state, the pure per-worker step, and evaluation of the strategy's model."""
+
+from typing import Any, Callable, NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+
+from odsgd_jax import parallel
+from odsgd_jax.cluster import Schedule
+from odsgd_jax.strategies import StrategyDef
+
+
+class TrainState(NamedTuple):
+  """Everything a run needs to continue. Per-worker leaves have a leading dim N."""
+
+  step: jax.Array  # shape=(), int32: steps taken
+  params: Any  # per worker: the parameters worker i computes its gradient at
+  batch_stats: Any  # per worker: BatchNorm running statistics ({} without BatchNorm)
+  opt_state: Any  # per worker: the strategy's state (inner optimizer state inside)
+  rng: jax.Array  # shape=(2,), uint32: base key; step and worker are folded in
+
+
+def _cross_entropy(logits, labels):
+  return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+
+
+def init_state(model: nn.Module, tx: optax.GradientTransformation, worker_mesh: parallel.WorkerMesh,
+               input_shape: tuple[int, ...], seed: int) -> TrainState:
+  """Same initial parameters on every worker; strategy state from `tx.init`."""
+  per_worker = worker_mesh.sharding(parallel.PER_WORKER)
+  replicated = worker_mesh.sharding(parallel.REPLICATED)
+  num_workers = worker_mesh.num_workers
+
+  def init():
+    init_key, rng = jax.random.split(jax.random.PRNGKey(seed))
+    variables = model.init(init_key, jnp.zeros((1, *input_shape)), train=False)
+    broadcast = lambda x: jnp.broadcast_to(x, (num_workers, *x.shape))
+    params = jax.tree.map(broadcast, variables["params"])
+    batch_stats = jax.tree.map(broadcast, variables.get("batch_stats", {}))
+    return TrainState(
+        step=jnp.zeros((), jnp.int32), params=params, batch_stats=batch_stats,
+        opt_state=jax.vmap(tx.init)(params), rng=rng,
+    )
+
+  abstract = jax.eval_shape(init)
+  shardings = state_shardings(abstract, per_worker, replicated)
+  return jax.jit(init, out_shardings=shardings)()
+
+
+def state_shardings(state: TrainState, per_worker, replicated) -> TrainState:
+  """Per-worker leaves are sharded over the workers; step and rng are replicated."""
+  shard = lambda tree: jax.tree.map(lambda _: per_worker, tree)
+  return TrainState(step=replicated, params=shard(state.params),
+                    batch_stats=shard(state.batch_stats), opt_state=shard(state.opt_state),
+                    rng=replicated)
+
+
+def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
+                    worker_mesh: parallel.WorkerMesh) -> Callable[..., Any]:
+  """Returns `train_step(state, batch, schedule) -> (state, metrics)`, jitted.
+
+  Every worker computes its loss and gradient on its own batch; the gradient is
+  averaged over the devices of one worker (the "intra" axis), then the strategy
+  `tx` decides what every worker's parameters become. Metrics are means over
+  workers. The input state is donated.
+  """
+
+  def worker_step(params, batch_stats, opt_state, images, labels, rng, schedule):
+    def loss_fn(p):
+      logits, new_model_state = model.apply(
+          {"params": p, "batch_stats": batch_stats}, images, train=True,
+          mutable=["batch_stats"], rngs={"dropout": rng},
+      )
+      return _cross_entropy(logits, labels).mean(), (logits, new_model_state)
+
+    (loss, (logits, new_model_state)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+    grads = jax.lax.pmean(grads, parallel.INTRA)
+    accuracy = jax.lax.pmean(jnp.mean(jnp.argmax(logits, -1) == labels), parallel.INTRA)
+    loss = jax.lax.pmean(loss, parallel.INTRA)
+    updates, opt_state = tx.update(grads, opt_state, params, schedule=schedule)
+    params = optax.apply_updates(params, updates)
+    metrics = {
+        "loss": loss, "accuracy": accuracy, "grad_norm": optax.global_norm(grads),
+        "update_norm": optax.global_norm(updates), "param_norm": optax.global_norm(params),
+    }
+    batch_stats = new_model_state.get("batch_stats", batch_stats)
+    return params, batch_stats, opt_state, metrics
+
+  run_workers = worker_mesh.per_worker(
+      worker_step,
+      in_layouts=(parallel.PER_WORKER,) * 3 + (parallel.BATCH,) * 2
+      + (parallel.PER_WORKER, parallel.REPLICATED),
+  )
+
+  def train_step(state: TrainState, batch: dict[str, jax.Array], schedule: Schedule):
+    worker_rngs = jax.random.split(jax.random.fold_in(state.rng, state.step),
+                                   worker_mesh.num_workers)
+    params, batch_stats, opt_state, metrics = run_workers(
+        state.params, state.batch_stats, state.opt_state, batch["image"], batch["label"],
+        worker_rngs, schedule,
+    )
+    new_state = TrainState(step=state.step + 1, params=params, batch_stats=batch_stats,
+                           opt_state=opt_state, rng=state.rng)
+    return new_state, jax.tree.map(jnp.mean, metrics)
+
+  return jax.jit(train_step, donate_argnums=0)
+
+
+def model_variables(state: TrainState, strategy: StrategyDef) -> dict[str, Any]:
+  """The single model a run evaluates and saves.
+
+  Parameters: the strategy's choice (`strategy.model_params`). BatchNorm
+  statistics: the mean over workers of their running statistics (each worker
+  normalizes with its own batches during training).
+  """
+  params = strategy.model_params(state.params, state.opt_state)
+  batch_stats = jax.tree.map(lambda x: jnp.mean(x, axis=0), state.batch_stats)
+  return {"params": params, "batch_stats": batch_stats}
+
+
+def make_eval_step(model: nn.Module, strategy: StrategyDef) -> Callable[..., Any]:
+  """Returns `eval_step(state, batch) -> (sum of loss, number correct)`, jitted."""
+
+  def eval_step(state: TrainState, batch: dict[str, jax.Array]):
+    logits = model.apply(model_variables(state, strategy), batch["image"], train=False)
+    mask = batch["mask"].astype(jnp.float32)
+    loss = jnp.sum(_cross_entropy(logits, batch["label"]) * mask)
+    correct = jnp.sum((jnp.argmax(logits, -1) == batch["label"]) * mask)
+    return loss, correct
+
+  return jax.jit(eval_step)

@@ -1,0 +1,129 @@
+"""Config checks that run before any data is read or anything is compiled.
+
+Each problem gets one message naming the field, what is wrong, and the allowed
+values, so that a bad `--config.a.b=v` fails in a second, not after compiling.
+"""
+
+import difflib
+from typing import Any
+
+import ml_collections
+
+from odsgd_jax.data import DATASETS
+from odsgd_jax.models import MODELS, model_options
+from odsgd_jax.strategies import STRATEGIES
+from odsgd_jax.train._optimizer import LR_SCHEDULES, OPTIMIZERS
+
+
+class ConfigError(ValueError):
+  """The config is invalid; the message names the field and how to fix it."""
+
+
+# Fields of every section but `model` and `strategy`, whose fields depend on
+# the chosen model or strategy (their constructor's options).
+FIELDS: dict[str, tuple[str, ...]] = {
+    "data": ("name", "data_dir", "batch_size", "eval_batch_size", "num_threads", "prefetch"),
+    "optimizer": ("name", "learning_rate", "momentum", "nesterov", "weight_decay", "schedule",
+                  "warmup_steps", "decay_epochs", "decay_factor"),
+    "cluster": ("num_workers",),
+    "parallel": ("num_devices", "devices_per_worker"),
+    "train": ("num_steps", "eval_every", "checkpoint_every", "log_every", "seed",
+              "max_checkpoints", "progress_bar"),
+}
+
+
+def _check_keys(section: str, present: Any, allowed: Any, context: str = "") -> None:
+  for key in present:
+    if key not in allowed:
+      close = difflib.get_close_matches(key, list(allowed), n=1)
+      hint = f"; did you mean {section}.{close[0]}?" if close else ""
+      raise ConfigError(
+          f"unknown config field {section}.{key}{context}{hint} "
+          f"(allowed: {', '.join(sorted(allowed)) or 'none'})"
+      )
+
+
+def _check_choice(field: str, value: Any, choices: Any) -> None:
+  if value not in choices:
+    raise ConfigError(f"{field}={value!r} is not one of: {', '.join(sorted(choices))}")
+
+
+def _check_positive(field: str, value: Any, *, allow_zero: bool = False) -> None:
+  ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (
+      value >= 0 if allow_zero else value > 0)
+  if not ok:
+    raise ConfigError(f"{field}={value!r} must be a {'non-negative' if allow_zero else 'positive'}"
+                      f" number")
+
+
+def validate_config(config: ml_collections.ConfigDict, num_available_devices: int) -> None:
+  """Raises `ConfigError` for the first problem found in `config`.
+
+  Args:
+    config: the experiment config (see configs/default.py).
+    num_available_devices: devices JAX sees (all processes together).
+  """
+  sections = set(FIELDS) | {"model", "strategy"}
+  _check_keys("config", config.keys(), sections)
+  for section in sections:
+    if section not in config:
+      raise ConfigError(f"config section {section!r} is missing; start from configs/default.py")
+  for section, allowed in FIELDS.items():
+    _check_keys(section, config[section].keys(), allowed)
+    missing = [key for key in allowed if key not in config[section]]
+    if missing:
+      raise ConfigError(f"config field {section}.{missing[0]} is missing; see configs/default.py")
+
+  data, model, strategy, optimizer = config.data, config.model, config.strategy, config.optimizer
+  cluster, parallel, train = config.cluster, config.parallel, config.train
+
+  _check_choice("data.name", data.name, DATASETS)
+  _check_choice("model.name", model.get("name"), MODELS)
+  options = model_options(model.name)
+  _check_keys("model", [k for k in model.keys() if k != "name"], options,
+              f" for model {model.name!r}")
+  _check_choice("strategy.name", strategy.get("name"), STRATEGIES)
+  options = STRATEGIES[strategy.name].options()
+  _check_keys("strategy", [k for k in strategy.keys() if k != "name"], options,
+              f" for strategy {strategy.name!r}")
+  _check_choice("optimizer.name", optimizer.name, OPTIMIZERS)
+  _check_choice("optimizer.schedule", optimizer.schedule, LR_SCHEDULES)
+
+  _check_positive("optimizer.learning_rate", optimizer.learning_rate)
+  _check_positive("optimizer.momentum", optimizer.momentum, allow_zero=True)
+  _check_positive("optimizer.weight_decay", optimizer.weight_decay, allow_zero=True)
+  _check_positive("optimizer.warmup_steps", optimizer.warmup_steps, allow_zero=True)
+  for name in ("num_steps", "eval_every", "checkpoint_every", "log_every", "max_checkpoints"):
+    _check_positive(f"train.{name}", train[name])
+  if optimizer.warmup_steps >= train.num_steps:
+    raise ConfigError(f"optimizer.warmup_steps={optimizer.warmup_steps} must be smaller than "
+                      f"train.num_steps={train.num_steps}")
+  for name in ("batch_size", "eval_batch_size", "num_threads", "prefetch"):
+    _check_positive(f"data.{name}", data[name])
+  _check_positive("cluster.num_workers", cluster.num_workers)
+  _check_positive("parallel.num_devices", parallel.num_devices, allow_zero=True)
+  _check_positive("parallel.devices_per_worker", parallel.devices_per_worker)
+
+  num_devices = parallel.num_devices or num_available_devices
+  if num_devices > num_available_devices:
+    raise ConfigError(f"parallel.num_devices={parallel.num_devices} but only "
+                      f"{num_available_devices} devices are visible; set it to 0 (all) or fewer")
+  if num_devices % parallel.devices_per_worker:
+    raise ConfigError(f"parallel.devices_per_worker={parallel.devices_per_worker} must divide "
+                      f"the {num_devices} devices in use (parallel.num_devices)")
+  worker_groups = num_devices // parallel.devices_per_worker
+  if cluster.num_workers % worker_groups:
+    raise ConfigError(
+        f"cluster.num_workers={cluster.num_workers} is not a multiple of the {worker_groups} "
+        f"device groups in use ({num_devices} devices, {parallel.devices_per_worker} per worker);"
+        f" use a multiple of {worker_groups} or set parallel.num_devices to a divisor of "
+        f"{cluster.num_workers}"
+    )
+  per_worker, remainder = divmod(data.batch_size, cluster.num_workers)
+  if remainder:
+    raise ConfigError(f"data.batch_size={data.batch_size} (global) is not divisible by "
+                      f"cluster.num_workers={cluster.num_workers}")
+  if per_worker % parallel.devices_per_worker:
+    raise ConfigError(f"the per-worker batch {per_worker} (data.batch_size / "
+                      f"cluster.num_workers) is not divisible by parallel.devices_per_worker="
+                      f"{parallel.devices_per_worker}")
