@@ -7,6 +7,7 @@ A workdir that holds a checkpoint resumes from it. A bad config, a missing data
 set or a diverging run stops with one message (exit status 1), never a traceback.
 """
 
+import re
 import sys
 
 from absl import app, flags, logging
@@ -20,6 +21,22 @@ _CONFIG = config_flags.DEFINE_config_file(
 )
 _WORKDIR = flags.DEFINE_string("workdir", None, "Folder for checkpoints, metrics and summary.")
 flags.mark_flags_as_required(["config", "workdir"])
+
+
+def _parse_flags(argv):
+  """absl's parser, with a misspelt --config.a.b=v reported as one line."""
+  try:
+    return app.parse_flags_with_usage(argv)
+  except (AttributeError, KeyError) as error:  # raised by the locked config override
+    text = str(error).replace("\\'", "'")
+    unknown = re.search(r"'(\w+)'", text)
+    suggestion = re.search(r'Did you mean "(\w+)"', text)
+    field = unknown.group(1) if unknown else text
+    culprit = [a for a in argv[1:] if a.startswith("--config.") and field in a.split("=")[0]]
+    hint = f"; did you mean {suggestion.group(1)!r}?" if suggestion else ""
+    print(f"error: {culprit[0].split('=')[0] if culprit else '--config'} names no config field "
+          f"({field!r} does not exist){hint}", file=sys.stderr)
+    sys.exit(1)
 
 
 def main(argv):
@@ -38,4 +55,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=_parse_flags)

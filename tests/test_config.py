@@ -1,0 +1,99 @@
+"""Every bad config stops before compiling, with one message naming the field."""
+
+import glob
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+from odsgd_jax.train import ConfigError, train_and_evaluate, validate_config
+from configs import default
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _with(**changes):
+  config = default.get_config()
+  for path, value in changes.items():
+    section, field = path.split("__")
+    config[section][field] = value
+  return config
+
+
+@pytest.mark.parametrize(
+    "changes,expected",
+    [
+        ({"data__name": "mnits"}, ["data.name", "mnist1d", "cifar10"]),
+        ({"model__name": "resnet21"}, ["model.name", "resnet20", "cnn1d"]),
+        ({"strategy__name": "sgd"}, ["strategy.name", "ssgd"]),
+        ({"cluster__num_workers": 12}, ["cluster.num_workers=12", "multiple of the 8"]),
+        ({"data__batch_size": 100}, ["data.batch_size=100", "cluster.num_workers=8"]),
+        ({"optimizer__learning_rate": 0.0}, ["optimizer.learning_rate=0.0", "positive"]),
+        ({"optimizer__learning_rate": -0.1}, ["optimizer.learning_rate=-0.1", "positive"]),
+        ({"train__num_steps": 0}, ["train.num_steps=0", "positive"]),
+        ({"optimizer__schedule": "linear"}, ["optimizer.schedule", "cosine", "step"]),
+        ({"parallel__num_devices": 16}, ["parallel.num_devices=16", "8 devices"]),
+    ],
+)
+def test_bad_value_names_field_and_allowed_values(changes, expected):
+  with pytest.raises(ConfigError) as error:
+    validate_config(_with(**changes), num_available_devices=8)
+  for text in expected:
+    assert text in str(error.value)
+
+
+def test_misspelt_key_is_named_with_a_suggestion():
+  config = default.get_config()
+  config.train.num_step = 10  # a variant config file with a typo
+  with pytest.raises(ConfigError, match=r"train\.num_step.*did you mean train\.num_steps"):
+    validate_config(config, num_available_devices=8)
+
+
+def test_option_of_another_strategy_or_model_is_rejected():
+  config = default.get_config()
+  config.strategy.local_lr = 0.5  # an odsgd option given to ssgd
+  with pytest.raises(ConfigError, match=r"strategy\.local_lr for strategy 'ssgd'"):
+    validate_config(config, num_available_devices=8)
+  config = default.get_config()
+  config.model.channels = 32  # cnn1d option: fine
+  validate_config(config, num_available_devices=8)
+  config.model.hidden_sizes = (10,)  # an mlp option: not for cnn1d
+  with pytest.raises(ConfigError, match=r"model\.hidden_sizes for model 'cnn1d'"):
+    validate_config(config, num_available_devices=8)
+
+
+def test_bad_config_fails_before_any_work(tmp_path):
+  config = _with(cluster__num_workers=3)
+  with pytest.raises(ConfigError):
+    train_and_evaluate(config, str(tmp_path / "run"))
+  assert not (tmp_path / "run").exists()  # nothing created, nothing compiled
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(REPO, "configs", "[!_]*.py"))))
+def test_every_shipped_config_is_valid(path):
+  module_spec = importlib.util.spec_from_file_location("shipped_config", path)
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  config = module.get_config()
+  validate_config(config, num_available_devices=8)
+  validate_config(config, num_available_devices=1)
+
+
+@pytest.mark.parametrize(
+    "override,expected",
+    [
+        ("--config.train.num_step=5", "--config.train.num_step names no config field"),
+        ("--config.optimizer.learning_rate=-1", "optimizer.learning_rate=-1"),
+    ],
+)
+def test_command_line_errors_are_one_message(tmp_path, override, expected):
+  result = subprocess.run(
+      [sys.executable, "-m", "experiments.train", "--config", "configs/default.py",
+       "--workdir", str(tmp_path / "run"), override],
+      cwd=REPO, capture_output=True, text=True, timeout=120,
+  )
+  assert result.returncode == 1
+  assert expected in result.stderr
+  assert "Traceback" not in result.stderr

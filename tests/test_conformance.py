@@ -1,0 +1,96 @@
+"""Checks every registered strategy must pass (DESIGN.md "Checks").
+
+Strategies run once per worker under `jax.vmap(..., axis_name=AXIS)`; the
+cluster schedule is the homogeneous default.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from odsgd_jax.cluster import synchronous_schedule
+from odsgd_jax.strategies import STRATEGIES
+
+AXIS = "workers"
+NUM_WORKERS = 4
+
+# Options each strategy is tested with; a new strategy must be added here.
+TEST_OPTIONS = {
+    "ssgd": {},
+}
+
+
+def test_every_strategy_is_covered():
+  assert set(TEST_OPTIONS) == set(STRATEGIES)
+
+
+def _make(name, inner):
+  return STRATEGIES[name].make(inner, axis_name=AXIS, **TEST_OPTIONS[name])
+
+
+def _run(tx, params_N, grad_fn, num_steps):
+  """`num_steps` ticks of `tx` on every worker; returns per-worker params and state."""
+
+  def worker_update(params, opt_state, worker, schedule):
+    grads = grad_fn(params, worker)
+    updates, opt_state = tx.update(grads, opt_state, params, schedule=schedule)
+    return optax.apply_updates(params, updates), opt_state
+
+  step = jax.jit(jax.vmap(worker_update, in_axes=(0, 0, 0, None), axis_name=AXIS))
+  opt_state = jax.vmap(tx.init)(params_N)
+  workers = jnp.arange(NUM_WORKERS)
+  for t in range(num_steps):
+    params_N, opt_state = step(params_N, opt_state, workers, synchronous_schedule(t, NUM_WORKERS))
+  return params_N, opt_state
+
+
+def _quadratic_targets():
+  return jnp.asarray(np.random.default_rng(0).normal(size=(NUM_WORKERS, 3)), jnp.float32)
+
+
+@pytest.mark.parametrize("name", sorted(TEST_OPTIONS))
+def test_converges_on_a_quadratic(name):
+  """Worker i minimizes |x - c_i|^2 / 2; together they minimize at mean(c)."""
+  targets = _quadratic_targets()
+  tx = _make(name, optax.sgd(0.1, momentum=0.5))
+  params_N = jnp.zeros((NUM_WORKERS, 3))
+  params_N, opt_state = _run(tx, params_N, lambda x, i: x - targets[i], num_steps=300)
+  model = STRATEGIES[name].model_params(params_N, opt_state)
+  np.testing.assert_allclose(model, targets.mean(0), atol=1e-3)
+
+
+@pytest.mark.parametrize("name", sorted(TEST_OPTIONS))
+def test_state_types_are_stable_under_jit(name):
+  tx = _make(name, optax.sgd(0.1, momentum=0.9))
+  params_N = {"w": jnp.ones((NUM_WORKERS, 2, 3)), "b": jnp.zeros((NUM_WORKERS, 3))}
+  initial = jax.vmap(tx.init)(params_N)
+  _, final = _run(tx, params_N, lambda p, i: jax.tree.map(lambda x: x * (i + 1.0), p), 3)
+  shape_dtype = lambda tree: jax.tree.map(lambda x: (x.shape, x.dtype, type(x)), tree)
+  assert jax.tree.structure(final) == jax.tree.structure(initial)
+  assert shape_dtype(final) == shape_dtype(initial)
+
+
+@pytest.mark.parametrize("name", sorted(TEST_OPTIONS))
+def test_works_with_inject_hyperparams(name):
+  inner = optax.inject_hyperparams(optax.sgd)(learning_rate=0.1, momentum=0.9)
+  tx = _make(name, inner)
+  targets = _quadratic_targets()
+  params_N, opt_state = _run(tx, jnp.zeros((NUM_WORKERS, 3)), lambda x, i: x - targets[i], 300)
+  np.testing.assert_allclose(STRATEGIES[name].model_params(params_N, opt_state),
+                             targets.mean(0), atol=1e-3)
+  # the learning rate stays reachable (and changeable) inside the strategy state
+  learning_rates = [s.hyperparams["learning_rate"]
+                    for s in jax.tree.leaves(opt_state, is_leaf=lambda s: hasattr(s, "hyperparams"))
+                    if hasattr(s, "hyperparams")]
+  assert learning_rates and all(np.allclose(lr, 0.1) for lr in learning_rates)
+
+
+@pytest.mark.parametrize("name", sorted(TEST_OPTIONS))
+def test_bfloat16_params_keep_their_dtype(name):
+  tx = _make(name, optax.sgd(0.1, momentum=0.9))
+  params_N = jnp.ones((NUM_WORKERS, 4), jnp.bfloat16)
+  final, _ = _run(tx, params_N, lambda x, i: x * (i + 1), num_steps=3)
+  assert final.dtype == jnp.bfloat16
+  assert bool(jnp.all(jnp.isfinite(final)))

@@ -1,0 +1,133 @@
+"""The whole loop: outputs, devices, resume bit for bit, divergence, BatchNorm."""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import optax
+import pytest
+
+from odsgd_jax import parallel
+from odsgd_jax.cluster import synchronous_schedule
+from odsgd_jax.data import TrainBatches
+from odsgd_jax.models import make_model
+from odsgd_jax.strategies import get_strategy, ssgd
+from odsgd_jax.train import (NonFiniteLossError, init_state, make_eval_step, make_train_step,
+                             model_variables, read_metrics, train_and_evaluate)
+from tests.helpers import assert_trees_close, assert_trees_equal, saved_state
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STEP_METRICS = {"loss", "accuracy", "grad_norm", "update_norm", "param_norm", "learning_rate",
+                "steps_per_s", "examples_seen", "epoch"}
+
+
+def test_run_writes_metrics_checkpoints_and_summary(small_config, tmp_path):
+  workdir = str(tmp_path / "run")
+  summary = train_and_evaluate(small_config, workdir)
+
+  with open(os.path.join(workdir, "summary.json")) as f:
+    assert json.load(f) == summary
+  assert summary["steps"] == 20 and summary["examples_seen"] == 20 * 64
+  assert 0.0 <= summary["test_accuracy"] <= 1.0 and summary["wall_time_s"] > 0
+  rows = read_metrics(workdir)
+  step_rows = [r for r in rows if "loss" in r]
+  assert [r["step"] for r in step_rows] == list(range(1, 21))
+  assert all(STEP_METRICS <= set(r) for r in step_rows)
+  assert [r["step"] for r in rows if "test_accuracy" in r] == [10, 20]
+  assert step_rows[0]["loss"] > step_rows[-1]["loss"]  # it learns
+  assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["10", "20"]
+  assert any(name.startswith("events") for name in os.listdir(os.path.join(workdir, "tensorboard")))
+  with open(os.path.join(workdir, "config.json")) as f:
+    assert json.load(f)["strategy"]["name"] == "ssgd"
+  plot = str(tmp_path / "curves.png")
+  subprocess.run([sys.executable, os.path.join(REPO, "scripts", "plot_metrics.py"), workdir,
+                  "--out", plot], check=True, capture_output=True, timeout=120)
+  assert os.path.getsize(plot) > 10_000
+
+
+def test_same_config_on_1_and_8_devices_gives_same_parameters(small_config, tmp_path):
+  states = []
+  for num_devices in (1, 8):
+    small_config.parallel.num_devices = num_devices
+    train_and_evaluate(small_config, str(tmp_path / f"devices{num_devices}"))
+    states.append(saved_state(str(tmp_path / f"devices{num_devices}"), 20))
+  assert_trees_close(states[0]["params"], states[1]["params"], rtol=1e-4, atol=1e-5)
+
+
+def test_crash_then_resume_equals_uninterrupted_run_bit_for_bit(small_config, tmp_path,
+                                                                monkeypatch):
+  straight = str(tmp_path / "straight")
+  train_and_evaluate(small_config, straight)
+
+  resumed = str(tmp_path / "resumed")
+  real_next = TrainBatches.__next__
+
+  def crash_at_step_15(self):
+    if self.position == 14:
+      raise KeyboardInterrupt("simulated crash")
+    return real_next(self)
+
+  monkeypatch.setattr(TrainBatches, "__next__", crash_at_step_15)
+  with pytest.raises(KeyboardInterrupt):
+    train_and_evaluate(small_config, resumed)
+  assert sorted(os.listdir(os.path.join(resumed, "checkpoints"))) == ["10"]
+  monkeypatch.setattr(TrainBatches, "__next__", real_next)
+  summary = train_and_evaluate(small_config, resumed)
+
+  assert_trees_equal(saved_state(resumed, 20), saved_state(straight, 20))
+  without_timing = lambda rows: [{k: v for k, v in r.items() if k != "steps_per_s"} for r in rows]
+  assert without_timing(read_metrics(resumed)) == without_timing(read_metrics(straight))
+  with open(os.path.join(straight, "summary.json")) as f:
+    assert summary["test_accuracy"] == json.load(f)["test_accuracy"]
+
+
+def test_rerunning_a_finished_run_reports_it_again(small_config, tmp_path):
+  workdir = str(tmp_path / "run")
+  first = train_and_evaluate(small_config, workdir)
+  saved = saved_state(workdir, 20)
+  again = train_and_evaluate(small_config, workdir)
+  assert again["test_accuracy"] == first["test_accuracy"] and again["steps"] == 20
+  assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["10", "20"]
+  assert_trees_equal(saved_state(workdir, 20), saved)
+
+
+def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(small_config, tmp_path):
+  small_config.optimizer.learning_rate = 1e4
+  small_config.optimizer.schedule = "constant"
+  small_config.train.checkpoint_every = 1
+  small_config.train.num_steps = 200
+  workdir = str(tmp_path / "run")
+  with pytest.raises(NonFiniteLossError, match=r"at step \d+: training diverged.*intact"):
+    train_and_evaluate(small_config, workdir)
+  steps = sorted(int(s) for s in os.listdir(os.path.join(workdir, "checkpoints")))
+  assert steps, "the steps before divergence were checkpointed"
+  last_good = saved_state(workdir, steps[-1])
+  assert all(np.all(np.isfinite(leaf)) for leaf in jax.tree.leaves(last_good))
+  assert not os.path.exists(os.path.join(workdir, "summary.json"))
+  assert all(np.isfinite(r["loss"]) for r in read_metrics(workdir) if "loss" in r)
+
+
+def test_batchnorm_statistics_are_per_worker_and_averaged_for_eval():
+  num_workers = 8
+  model = make_model("resnet20", 10, widths=(4, 8, 8), blocks_per_stage=1)
+  tx = ssgd(optax.sgd(0.1), axis_name=parallel.WORKER_AXES)
+  worker_mesh = parallel.make_worker_mesh(num_workers)
+  state = init_state(model, tx, worker_mesh, (32, 32, 3), seed=0)
+  images = np.random.default_rng(0).normal(size=(num_workers, 4, 32, 32, 3)).astype(np.float32)
+  images += np.arange(num_workers, dtype=np.float32)[:, None, None, None, None]  # per-worker shift
+  batch = jax.device_put({"image": images, "label": np.zeros((num_workers, 4), np.int32)},
+                         worker_mesh.sharding(parallel.BATCH))
+  state, _ = make_train_step(model, tx, worker_mesh)(state, batch,
+                                                     synchronous_schedule(0, num_workers))
+  means = jax.device_get(state.batch_stats["BatchNorm_0"]["mean"])
+  assert means.shape[0] == num_workers
+  assert not np.allclose(means[0], means[-1]), "each worker keeps its own statistics"
+  evaluated = jax.device_get(model_variables(state, get_strategy("ssgd")))
+  np.testing.assert_allclose(evaluated["batch_stats"]["BatchNorm_0"]["mean"], means.mean(0),
+                             rtol=1e-6)
+  eval_batch = {"image": images[0], "label": np.zeros(4, np.int32), "mask": np.ones(4, bool)}
+  loss, correct = make_eval_step(model, get_strategy("ssgd"))(state, eval_batch)
+  assert np.isfinite(loss) and 0 <= correct <= 4
