@@ -12,6 +12,7 @@ import pytest
 from configs import default
 from odsgd_jax.data import DATASETS, DataError, DatasetSpec, TrainBatches, eval_batches, open_splits
 from odsgd_jax.train import train_and_evaluate
+from tests.catalog_standins import prepare_standin
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -158,3 +159,17 @@ def test_cifar_augmentation_crops_and_flips_deterministically():
   plain = (rng_images.astype(np.float32) / 255 - np.asarray(spec.mean)) / np.asarray(spec.std)
   matches = [any(np.allclose(img, ref, atol=1e-5) for ref in plain) for img in a["image"][0]]
   assert not all(matches), "random crops/flips should change most images"
+
+
+@pytest.mark.parametrize("name,shape", [("mnist", (28, 28, 1)), ("cifar10", (32, 32, 3)),
+                                        ("imagenet2012", (224, 224, 3))])
+def test_prepared_catalog_datasets_load_through_the_same_code(data_dir, name, shape):
+  prepare_standin(name, data_dir)
+  train, test = open_splits(name, data_dir)
+  assert (len(train), len(test)) == (64, 32)
+  spec = DATASETS[name]
+  batch = next(TrainBatches(train, spec, workers=range(2), num_workers=2, batch_size=4, seed=0))
+  assert batch["image"].shape == (2, 4, *shape) and batch["image"].dtype == np.float32
+  assert batch["label"].shape == (2, 4)
+  evaluation = next(eval_batches(test, spec, batch_size=8))
+  assert evaluation["image"].shape == (8, *shape)

@@ -1,5 +1,6 @@
 """The whole loop: outputs, devices, resume bit for bit, divergence, BatchNorm."""
 
+import importlib
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ from odsgd_jax.models import make_model
 from odsgd_jax.strategies import get_strategy, ssgd
 from odsgd_jax.train import (NonFiniteLossError, init_state, make_eval_step, make_train_step,
                              model_variables, read_metrics, train_and_evaluate)
+from tests.catalog_standins import prepare_standin
 from tests.helpers import assert_trees_close, assert_trees_equal, saved_state
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -131,3 +133,24 @@ def test_batchnorm_statistics_are_per_worker_and_averaged_for_eval():
   eval_batch = {"image": images[0], "label": np.zeros(4, np.int32), "mask": np.ones(4, bool)}
   loss, correct = make_eval_step(model, get_strategy("ssgd"))(state, eval_batch)
   assert np.isfinite(loss) and 0 <= correct <= 4
+
+
+@pytest.mark.parametrize("config_name,model_options", [
+    ("mnist_lenet", {}),
+    ("cifar10_resnet20", {"widths": (4, 8, 8), "blocks_per_stage": 1}),  # shrunk to compile fast
+])
+def test_catalog_configs_train_end_to_end_once_data_is_prepared(data_dir, tmp_path, config_name,
+                                                                model_options):
+  config = importlib.import_module(f"configs.{config_name}").get_config()
+  prepare_standin(config.data.name, data_dir)
+  config.data.data_dir = data_dir
+  config.data.batch_size = 16
+  config.data.eval_batch_size = 16
+  for key, value in model_options.items():
+    config.model[key] = value
+  config.optimizer.decay_epochs = ()
+  config.train.num_steps = 3
+  config.train.progress_bar = False
+  summary = train_and_evaluate(config, str(tmp_path / config_name))
+  assert summary["steps"] == 3 and summary["dataset"] == config.data.name
+  assert 0.0 <= summary["test_accuracy"] <= 1.0
