@@ -25,4 +25,5 @@ def get_config():
   config.train.num_steps = 31250  # 160 epochs of 50000 / 256
   config.train.eval_every = 1950
   config.train.checkpoint_every = 1950
+  config.train.log_every = 50
   return config

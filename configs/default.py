@@ -51,7 +51,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.num_steps = 3000
   config.train.eval_every = 500  # also at the end
   config.train.checkpoint_every = 1000  # also at the end
-  config.train.log_every = 10
+  config.train.log_every = 1  # every step: cheap at this size
   config.train.seed = 0  # initial parameters, data order, augmentation
   config.train.max_checkpoints = 2
   config.train.progress_bar = True

@@ -26,4 +26,5 @@ def get_config():
   config.train.num_steps = 450_360  # 90 epochs of 1281167 / 256
   config.train.eval_every = 5004
   config.train.checkpoint_every = 5004
+  config.train.log_every = 50
   return config

@@ -20,4 +20,5 @@ def get_config():
   config.train.num_steps = 4690  # 20 epochs of 60000 / 256
   config.train.eval_every = 1000
   config.train.checkpoint_every = 1000
+  config.train.log_every = 50
   return config

@@ -16,8 +16,12 @@ from ml_collections import config_flags
 from odsgd_jax.data import DataError
 from odsgd_jax.train import ConfigError, NonFiniteLossError, train_and_evaluate
 
+# New attributes are accepted so that options of the chosen model or strategy can be
+# set without being listed in the file (--config.model.hidden_sizes=(64,)); a
+# misspelt field is caught by validate_config, which names it and suggests the fix.
 _CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "Experiment config file (configs/*.py).", lock_config=True
+    "config", None, "Experiment config file (configs/*.py).", lock_config=False,
+    accept_new_attributes=True,
 )
 _WORKDIR = flags.DEFINE_string("workdir", None, "Folder for checkpoints, metrics and summary.")
 flags.mark_flags_as_required(["config", "workdir"])

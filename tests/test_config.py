@@ -84,7 +84,9 @@ def test_every_shipped_config_is_valid(path):
 @pytest.mark.parametrize(
     "override,expected",
     [
-        ("--config.train.num_step=5", "--config.train.num_step names no config field"),
+        ("--config.train.num_step=5", "train.num_step; did you mean train.num_steps?"),
+        ("--config.trian.num_steps=5", "names no config field ('trian' does not exist); did you mean 'train'?"),
+        ("--config.model.hidden_sizes=(8,)", "model.hidden_sizes for model 'cnn1d'"),
         ("--config.optimizer.learning_rate=-1", "optimizer.learning_rate=-1"),
     ],
 )

@@ -9,6 +9,7 @@ import sys
 import jax
 import numpy as np
 import optax
+import orbax.checkpoint as ocp
 import pytest
 
 from odsgd_jax import parallel
@@ -41,6 +42,10 @@ def test_run_writes_metrics_checkpoints_and_summary(small_config, tmp_path):
   assert [r["step"] for r in rows if "test_accuracy" in r] == [10, 20]
   assert step_rows[0]["loss"] > step_rows[-1]["loss"]  # it learns
   assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["10", "20"]
+  with ocp.StandardCheckpointer() as checkpointer:
+    model = checkpointer.restore(os.path.join(workdir, "model"))
+  worker0 = jax.tree.map(lambda x: x[0], saved_state(workdir, 20)["params"])
+  assert_trees_equal(model["params"], worker0)  # ssgd's model: worker 0's parameters
   assert any(name.startswith("events") for name in os.listdir(os.path.join(workdir, "tensorboard")))
   with open(os.path.join(workdir, "config.json")) as f:
     assert json.load(f)["strategy"]["name"] == "ssgd"
@@ -154,3 +159,24 @@ def test_catalog_configs_train_end_to_end_once_data_is_prepared(data_dir, tmp_pa
   summary = train_and_evaluate(config, str(tmp_path / config_name))
   assert summary["steps"] == 3 and summary["dataset"] == config.data.name
   assert 0.0 <= summary["test_accuracy"] <= 1.0
+
+
+def test_command_line_overrides_of_every_kind_reach_the_run(data_dir, tmp_path):
+  workdir = tmp_path / "run"
+  result = subprocess.run(
+      [sys.executable, "-m", "experiments.train", "--config", "configs/default.py",
+       "--workdir", str(workdir), f"--config.data.data_dir={data_dir}",  # None placeholder
+       "--config.train.num_steps=6", "--config.train.progress_bar=False",  # int, bool
+       "--config.optimizer.schedule=step", "--config.optimizer.decay_epochs=(1,2)",  # str, tuple
+       "--config.optimizer.learning_rate=0.02", "--config.model.channels=8",  # float, model option
+       "--config.cluster.num_workers=4", "--config.data.batch_size=32"],
+      cwd=REPO, capture_output=True, text=True, timeout=300,
+  )
+  assert result.returncode == 0, result.stderr[-2000:]
+  with open(workdir / "config.json") as f:
+    used = json.load(f)
+  assert used["data"]["data_dir"] == data_dir and used["train"]["num_steps"] == 6
+  assert used["optimizer"]["decay_epochs"] == [1, 2] and used["model"]["channels"] == 8
+  with open(workdir / "summary.json") as f:
+    summary = json.load(f)
+  assert summary["num_workers"] == 4 and summary["examples_seen"] == 6 * 32

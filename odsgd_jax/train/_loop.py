@@ -9,6 +9,7 @@ from typing import Any
 import jax
 import ml_collections
 import numpy as np
+import orbax.checkpoint as ocp
 import tqdm
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -21,7 +22,7 @@ from odsgd_jax.strategies import get_strategy
 from odsgd_jax.train._checkpoint import Checkpoints
 from odsgd_jax.train._metrics import MetricsWriter
 from odsgd_jax.train._optimizer import make_inner_optimizer, make_lr_schedule
-from odsgd_jax.train._step import init_state, make_eval_step, make_train_step
+from odsgd_jax.train._step import init_state, make_eval_step, make_train_step, model_variables
 from odsgd_jax.train._validate import validate_config
 
 
@@ -58,7 +59,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
   Args:
     config: experiment config (see configs/default.py); checked before any work.
-    workdir: where checkpoints, metrics.jsonl, tensorboard/ and summary.json go.
+    workdir: where checkpoints/, model/ (the evaluated model's variables),
+      metrics.jsonl, tensorboard/ and summary.json go.
 
   Returns:
     The summary also written to `workdir/summary.json`.
@@ -166,6 +168,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       finish_step(*pending)
     if evaluation is None:  # resumed a finished run: report it again
       evaluation = _evaluate(eval_step, state, test_split, spec, eval_batch_size, eval_sharding)
+    # The run's result on its own, loadable without knowing the strategy's state.
+    with ocp.StandardCheckpointer() as checkpointer:
+      checkpointer.save(os.path.join(os.path.abspath(workdir), "model"),
+                        model_variables(state, strategy), force=True)
   finally:
     bar.close()
     writer.close()
