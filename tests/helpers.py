@@ -11,7 +11,7 @@ def assert_trees_close(actual, expected, rtol=1e-6, atol=1e-6):
   actual_leaves, actual_def = jax.tree.flatten(actual)
   expected_leaves, expected_def = jax.tree.flatten(expected)
   assert actual_def == expected_def, f"{actual_def} != {expected_def}"
-  for a, e in zip(actual_leaves, expected_leaves):
+  for a, e in zip(actual_leaves, expected_leaves, strict=True):
     np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(e, np.float64),
                                rtol=rtol, atol=atol)
 
@@ -20,7 +20,7 @@ def assert_trees_equal(actual, expected):
   actual_leaves, actual_def = jax.tree.flatten(actual)
   expected_leaves, expected_def = jax.tree.flatten(expected)
   assert actual_def == expected_def, f"{actual_def} != {expected_def}"
-  for a, e in zip(actual_leaves, expected_leaves):
+  for a, e in zip(actual_leaves, expected_leaves, strict=True):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(e))
 
 

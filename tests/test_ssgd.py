@@ -63,7 +63,7 @@ def test_ssgd_equals_single_device_optax_on_global_batch(num_workers, num_device
   expected = _single_device_reference(model, initial_params, batches, inner)
   worker_params = jax.device_get(state.params)
   for worker in range(num_workers):
-    assert_trees_close(jax.tree.map(lambda x: x[worker], worker_params), expected,
+    assert_trees_close(jax.tree.map(lambda x, w=worker: x[w], worker_params), expected,
                        rtol=1e-5, atol=1e-6)
 
 

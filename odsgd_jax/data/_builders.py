@@ -40,7 +40,7 @@ class Mnist1d(tfds.core.GeneratorBasedBuilder):
     }
 
   def _generate_examples(self, signals, labels):
-    for index, (signal, label) in enumerate(zip(signals, labels)):
+    for index, (signal, label) in enumerate(zip(signals, labels, strict=True)):
       yield index, {"image": signal.astype(np.float32), "label": int(label)}
 
 
@@ -80,5 +80,5 @@ class Digits(tfds.core.GeneratorBasedBuilder):
     }
 
   def _generate_examples(self, images, labels):
-    for index, (image, label) in enumerate(zip(images, labels)):
+    for index, (image, label) in enumerate(zip(images, labels, strict=True)):
       yield index, {"image": image, "label": int(label)}

@@ -99,11 +99,15 @@ class _ShardOrder:
                seed: int):
     self._worker, self._num_workers = worker, num_workers
     self._shard_size, self._batch_size, self._seed = shard_size, batch_size, seed
+    self._latest = (-1, np.empty(0, np.int64))  # (epoch, permutation): steps run in order
 
-  @functools.lru_cache(maxsize=4)
   def _permutation(self, epoch: int) -> np.ndarray:
-    rng = np.random.default_rng([self._seed, self._worker, epoch])
-    return rng.permutation(self._shard_size)
+    cached_epoch, permutation = self._latest
+    if cached_epoch != epoch:
+      permutation = np.random.default_rng([self._seed, self._worker, epoch]).permutation(
+          self._shard_size)
+      self._latest = (epoch, permutation)  # one assignment: safe across reader threads
+    return permutation
 
   def __call__(self, step: int) -> np.ndarray:
     positions = np.arange(step * self._batch_size, (step + 1) * self._batch_size)
