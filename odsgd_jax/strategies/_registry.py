@@ -6,7 +6,13 @@ from typing import Any, Callable
 
 import optax
 
+from odsgd_jax.strategies._asgd import asgd, asgd_log, asgd_model_params
+from odsgd_jax.strategies._local_sgd import (local_sgd, local_sgd_log, local_sgd_model_params,
+                                             oscars)
+from odsgd_jax.strategies._odsgd import odsgd, odsgd_model_params
+from odsgd_jax.strategies._pseudo_sync import pseudo_sync, pseudo_sync_log, pseudo_sync_model_params
 from odsgd_jax.strategies._ssgd import ssgd, ssgd_model_params
+from odsgd_jax.strategies._ssp import ssp, ssp_log, ssp_model_params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,10 +25,13 @@ class StrategyDef:
     model_params: `model_params(worker_params, worker_opt_state) -> params`;
       both inputs carry a leading worker dimension; the result is the single
       model that is evaluated and saved as the run's result.
+    log: `log(worker_opt_state) -> {name: scalar}`, the strategy's own metrics
+      (staleness, confidence, period, ...), logged with every step.
   """
 
   make: Callable[..., optax.GradientTransformationExtraArgs]
   model_params: Callable[[Any, Any], Any]
+  log: Callable[[Any], dict[str, Any]] = lambda worker_opt_state: {}
 
   def options(self) -> dict[str, Any]:
     """The factory's keyword options (besides `axis_name`) and their defaults."""
@@ -36,6 +45,14 @@ class StrategyDef:
 
 STRATEGIES: dict[str, StrategyDef] = {
     "ssgd": StrategyDef(make=ssgd, model_params=ssgd_model_params),
+    "asgd": StrategyDef(make=asgd, model_params=asgd_model_params, log=asgd_log),
+    "ssp": StrategyDef(make=ssp, model_params=ssp_model_params, log=ssp_log),
+    "odsgd": StrategyDef(make=odsgd, model_params=odsgd_model_params),
+    "pseudo_sync": StrategyDef(make=pseudo_sync, model_params=pseudo_sync_model_params,
+                               log=pseudo_sync_log),
+    "local_sgd": StrategyDef(make=local_sgd, model_params=local_sgd_model_params,
+                             log=local_sgd_log),
+    "oscars": StrategyDef(make=oscars, model_params=local_sgd_model_params, log=local_sgd_log),
 }
 
 

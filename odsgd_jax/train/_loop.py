@@ -113,7 +113,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       worker_mesh.num_devices)
   eval_sharding = NamedSharding(worker_mesh.mesh, P((parallel.WORKERS, parallel.INTRA)))
 
-  train_step = make_train_step(model, tx, worker_mesh)
+  train_step = make_train_step(model, tx, worker_mesh, strategy)
   eval_step = make_eval_step(model, strategy)
   writer = MetricsWriter(workdir, enabled=is_writer, resumed_step=resumed_step)
   bar = tqdm.tqdm(total=train_cfg.num_steps, initial=start_step, unit="step", dynamic_ncols=True,
@@ -126,7 +126,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
   def finish_step(step: int, metrics: Any) -> None:
     nonlocal last_log
-    metrics = jax.device_get(metrics)
+    metrics = {name: float(np.mean(value)) for name, value in jax.device_get(metrics).items()}
     if not (np.isfinite(metrics["loss"]) and np.isfinite(metrics["param_norm"])):
       raise NonFiniteLossError(
           f"loss is {metrics['loss']} (parameter norm {metrics['param_norm']}) at step {step}: "

@@ -58,13 +58,17 @@ def state_shardings(state: TrainState, per_worker, replicated) -> TrainState:
 
 
 def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
-                    worker_mesh: parallel.WorkerMesh) -> Callable[..., Any]:
+                    worker_mesh: parallel.WorkerMesh,
+                    strategy: StrategyDef | None = None) -> Callable[..., Any]:
   """Returns `train_step(state, batch, schedule) -> (state, metrics)`, jitted.
 
   Every worker computes its loss and gradient on its own batch; the gradient is
   averaged over the devices of one worker (the "intra" axis), then the strategy
-  `tx` decides what every worker's parameters become. Metrics are means over
-  workers. The input state is donated.
+  `tx` decides what every worker's parameters become (it gets the cluster
+  `schedule` and the worker's `loss` as extra arguments). Metrics come back per
+  worker, shape (N,), and are averaged on the host: a mean over workers inside
+  the step would be one more collective on this step's batch. `strategy.log`
+  adds the strategy's own metrics. The input state is donated.
   """
 
   def worker_step(params, batch_stats, opt_state, images, labels, rng, schedule):
@@ -79,7 +83,7 @@ def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
     grads = jax.lax.pmean(grads, parallel.INTRA)
     accuracy = jax.lax.pmean(jnp.mean(jnp.argmax(logits, -1) == labels), parallel.INTRA)
     loss = jax.lax.pmean(loss, parallel.INTRA)
-    updates, opt_state = tx.update(grads, opt_state, params, schedule=schedule)
+    updates, opt_state = tx.update(grads, opt_state, params, schedule=schedule, loss=loss)
     params = optax.apply_updates(params, updates)
     metrics = {
         "loss": loss, "accuracy": accuracy, "grad_norm": optax.global_norm(grads),
@@ -103,7 +107,9 @@ def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
     )
     new_state = TrainState(step=state.step + 1, params=params, batch_stats=batch_stats,
                            opt_state=opt_state, rng=state.rng)
-    return new_state, jax.tree.map(jnp.mean, metrics)
+    if strategy is not None:
+      metrics = {**metrics, **strategy.log(opt_state)}
+    return new_state, metrics
 
   return jax.jit(train_step, donate_argnums=0)
 

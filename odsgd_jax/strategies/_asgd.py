@@ -1,0 +1,127 @@
+"""Asynchronous SGD on a simulated parameter server, and DC-ASGD."""
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from odsgd_jax.strategies import _collectives as coll
+from odsgd_jax.strategies._schedules import default_schedule
+
+
+class AsgdState(NamedTuple):
+  """State of `asgd`. Server fields are identical on every worker."""
+
+  server_params: Any  # the server's weights W
+  server_inner_state: Any  # the inner optimizer's state at the server
+  server_version: jax.Array  # shape=(), int32: server updates applied so far
+  pulled_version: jax.Array  # shape=(), int32: server_version when this worker last pulled
+  staleness_mean: jax.Array  # shape=(), float32: mean staleness of this tick's gradients
+  staleness_max: jax.Array  # shape=(), int32: max staleness of this tick's gradients
+
+
+def asgd(
+    inner: optax.GradientTransformation, *, axis_name: coll.AxisName,
+    delay_compensation: float = 0.0,
+) -> optax.GradientTransformationExtraArgs:
+  """Asynchronous SGD: arriving gradients are applied one at a time on a server copy.
+
+  Every worker holds the server state (W, s). On each tick the `schedule` says
+  which workers' gradients arrive (`active`) and in which order
+  (`arrival_order`). For each arriving worker k, in order:
+
+    g = g_k + lambda * g_k * g_k * (W - x_k)     # DC-ASGD term, if lambda > 0
+    (u, s) = inner(g, s, W) ;  W <- W + u ;  x_k <- W   (worker k pulls)
+
+  Workers whose gradient did not arrive keep their stale copy x_i. The staleness
+  of a gradient is the number of server updates between its worker's pull and
+  its application; with every worker arriving in a rotating order it is N - 1.
+
+  Memory: the gradients (and, for DC-ASGD, the workers' parameters) are
+  all-gathered, O(N x model) per device: fine for research models.
+
+  Args:
+    inner: the server's optimizer.
+    axis_name: the worker axis (or tuple of axes).
+    delay_compensation: lambda of DC-ASGD (Zheng et al. 2017); 0 is plain ASGD.
+
+  Returns:
+    An `optax.GradientTransformationExtraArgs`; `update` takes `schedule=`
+    (default: all arrive in rotating order).
+
+  Examples:
+    >>> import jax, jax.numpy as jnp, optax
+    >>> tx = asgd(optax.sgd(1.0), axis_name="w")
+    >>> def step(g, x):
+    ...   u, _ = tx.update(g, tx.init(x), x)
+    ...   return x + u
+    >>> jax.vmap(step, axis_name="w")(jnp.array([[1.0], [2.0]]), jnp.zeros((2, 1)))[:, 0].tolist()
+    [-1.0, -3.0]
+
+  References:
+    Dean et al., Large Scale Distributed Deep Networks (NIPS 2012);
+    Zheng et al., Asynchronous SGD with Delay Compensation, arXiv:1609.08326.
+  """
+  inner = optax.with_extra_args_support(inner)
+
+  def init_fn(params):
+    return AsgdState(
+        server_params=params, server_inner_state=inner.init(params),
+        server_version=jnp.zeros((), jnp.int32), pulled_version=jnp.zeros((), jnp.int32),
+        staleness_mean=jnp.zeros((), jnp.float32), staleness_max=jnp.zeros((), jnp.int32),
+    )
+
+  def update_fn(grads, state, params=None, *, schedule=None, **extra_args):
+    del extra_args
+    num_workers = coll.num_workers(axis_name)
+    me = coll.worker_index(axis_name)
+    schedule = schedule if schedule is not None else default_schedule(num_workers)
+    all_grads = coll.all_gather(grads, axis_name)
+    all_params = coll.all_gather(params, axis_name) if delay_compensation else None
+    pulled_versions = coll.all_gather(state.pulled_version, axis_name)
+
+    def arrive(carry, worker):
+      server, inner_state, version, mine, my_version, stale_sum, stale_max = carry
+      grad = jax.tree.map(lambda g: g[worker], all_grads)
+      if delay_compensation:
+        snapshot = jax.tree.map(lambda x: x[worker], all_params)
+        grad = jax.tree.map(lambda g, w, x: g + delay_compensation * g * g * (w - x),
+                            grad, server, snapshot)
+      step, new_inner_state = inner.update(grad, inner_state, server)
+      arrived = schedule.active[worker]
+      staleness = version - pulled_versions[worker]
+      server = optax.tree.where(arrived, optax.apply_updates(server, step), server)
+      inner_state = optax.tree.where(arrived, new_inner_state, inner_state)
+      version = version + arrived.astype(jnp.int32)
+      pulls = arrived & (worker == me)
+      mine = optax.tree.where(pulls, server, mine)
+      my_version = jnp.where(pulls, version, my_version)
+      stale_sum = stale_sum + jnp.where(arrived, staleness, 0)
+      stale_max = jnp.maximum(stale_max, jnp.where(arrived, staleness, 0))
+      return (server, inner_state, version, mine, my_version, stale_sum, stale_max), None
+
+    carry = (state.server_params, state.server_inner_state, state.server_version, params,
+             state.pulled_version, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+    carry, _ = jax.lax.scan(arrive, carry, schedule.arrival_order)
+    server, inner_state, version, mine, my_version, stale_sum, stale_max = carry
+    arrivals = jnp.maximum(jnp.sum(schedule.active.astype(jnp.int32)), 1)
+    new_state = AsgdState(
+        server_params=server, server_inner_state=inner_state, server_version=version,
+        pulled_version=my_version, staleness_mean=(stale_sum / arrivals).astype(jnp.float32),
+        staleness_max=stale_max,
+    )
+    return optax.tree.sub(mine, params), new_state
+
+  return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def asgd_model_params(worker_params: Any, worker_opt_state: AsgdState) -> Any:
+  """The model of an asgd run: the server's weights W."""
+  del worker_params
+  return jax.tree.map(lambda x: x[0], worker_opt_state.server_params)
+
+
+def asgd_log(worker_opt_state: AsgdState) -> dict[str, jax.Array]:
+  return {"staleness_mean": worker_opt_state.staleness_mean[0],
+          "staleness_max": worker_opt_state.staleness_max[0]}

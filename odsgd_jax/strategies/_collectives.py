@@ -1,0 +1,47 @@
+"""Collectives over a worker axis that may be a tuple of axes.
+
+A worker axis can be several named axes, e.g. ("workers", "local"): a device mesh
+axis and, inside it, a `jax.vmap` axis for several workers per device. `pmean` and
+`psum` accept such tuples directly; `all_gather` and `axis_index` do not (JAX 0.10
+rejects a mesh axis and a vmap axis together), so they are composed axis by axis
+here. Worker index = row-major position over the axes, outermost first.
+"""
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+AxisName = str | tuple[str, ...]
+
+
+def _axes(axis_name: AxisName) -> tuple[str, ...]:
+  return axis_name if isinstance(axis_name, tuple) else (axis_name,)
+
+
+def num_workers(axis_name: AxisName) -> int:
+  """Total number of workers over all the axes."""
+  size = 1
+  for axis in _axes(axis_name):
+    size *= jax.lax.axis_size(axis)
+  return size
+
+
+def worker_index(axis_name: AxisName) -> jax.Array:
+  """This worker's index in [0, N), int32."""
+  index = jnp.zeros((), jnp.int32)
+  for axis in _axes(axis_name):
+    index = index * jax.lax.axis_size(axis) + jax.lax.axis_index(axis)
+  return index
+
+
+def all_gather(tree: Any, axis_name: AxisName) -> Any:
+  """Every worker's copy of `tree`, stacked on a new leading axis of size N."""
+
+  def gather(x):
+    for axis in reversed(_axes(axis_name)):  # innermost first
+      x = jax.lax.all_gather(x, axis)
+    leading = x.shape[:len(_axes(axis_name))]
+    return x.reshape((-1, *x.shape[len(leading):]))
+
+  return jax.tree.map(gather, tree)

@@ -1,0 +1,212 @@
+"""Local SGD and Oscars: workers step alone, and average every round."""
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from odsgd_jax.strategies import _collectives as coll
+from odsgd_jax.strategies._schedules import default_schedule
+
+ADAPT_MODES = ("fixed", "linear", "loss")
+
+
+class LocalSgdState(NamedTuple):
+  """State of `local_sgd` and `oscars`; all but the local fields are identical on workers."""
+
+  inner_state: Any  # local: this worker's own inner optimizer state
+  anchor: Any  # the parameters after the last round's synchronization
+  outer_state: Any  # the outer optimizer's state (None for plain averaging)
+  tick: jax.Array  # shape=(), int32: ticks since the round started
+  period: jax.Array  # shape=(), int32: ticks in the current round, H
+  local_steps: jax.Array  # local, shape=(), int32: steps this worker did this round
+  loss_sum: jax.Array  # local, shape=(), float32: sum of this worker's losses this round
+  first_round_loss: jax.Array  # shape=(), float32: mean loss of round 0 (0 until known)
+  last_round_loss: jax.Array  # shape=(), float32: mean loss of the last finished round
+
+
+def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt, heterogeneous):
+  if period < 1:
+    raise ValueError(f"period must be >= 1, got {period}")
+  if adapt not in ADAPT_MODES:
+    raise ValueError(f"adapt={adapt!r} is not one of {ADAPT_MODES}")
+  inner = optax.with_extra_args_support(inner)
+
+  def init_fn(params):
+    zero_i, zero_f = jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32)
+    return LocalSgdState(
+        inner_state=inner.init(params), anchor=params,
+        outer_state=outer.init(params) if outer is not None else None,
+        tick=zero_i, period=jnp.asarray(period, jnp.int32), local_steps=zero_i,
+        loss_sum=zero_f, first_round_loss=zero_f, last_round_loss=zero_f,
+    )
+
+  def next_period(state, round_loss):
+    if adapt == "linear":
+      return state.period + 1
+    if adapt == "loss":  # AdaComm: H_r = ceil(H_0 sqrt(L_r / L_0)), shrinks as loss falls
+      first = jnp.where(state.first_round_loss > 0, state.first_round_loss, round_loss)
+      ratio = jnp.sqrt(round_loss / jnp.maximum(first, 1e-12))
+      return jnp.maximum(1, jnp.ceil(period * ratio).astype(jnp.int32))
+    return state.period
+
+  def update_fn(grads, state, params=None, *, schedule=None, loss=None, **extra_args):
+    del extra_args
+    me = coll.worker_index(axis_name)
+    if heterogeneous:
+      schedule = schedule if schedule is not None else default_schedule(coll.num_workers(axis_name))
+      active = schedule.active[me]
+    else:
+      active = jnp.ones((), bool)
+    step, inner_state = inner.update(grads, state.inner_state, params)
+    local_params = optax.tree.where(active, optax.apply_updates(params, step), params)
+    inner_state = optax.tree.where(active, inner_state, state.inner_state)
+    local_steps = state.local_steps + active.astype(jnp.int32)
+    loss_sum = state.loss_sum + jnp.where(active, 0.0 if loss is None else loss, 0.0)
+    tick = state.tick + 1
+
+    def synchronize(_):
+      weight = local_steps.astype(jnp.float32) if heterogeneous else jnp.ones((), jnp.float32)
+      total = jax.lax.psum(weight, axis_name)
+      summed = jax.lax.psum(jax.tree.map(lambda x: weight * x, local_params), axis_name)
+      average = jax.tree.map(lambda s, a: jnp.where(total > 0, s / jnp.maximum(total, 1e-12), a)
+                             .astype(a.dtype), summed, state.anchor)
+      if outer is None:
+        anchor, outer_state = average, state.outer_state
+      else:  # DiLoCo-style: an outer optimizer step on the pseudo-gradient
+        pseudo_grad = optax.tree.sub(state.anchor, average)
+        outer_step, outer_state = outer.update(pseudo_grad, state.outer_state, state.anchor)
+        anchor = optax.apply_updates(state.anchor, outer_step)
+      synced_inner = inner_state
+      if average_inner_state:
+        synced_inner = jax.tree.map(
+            lambda s: jax.lax.pmean(s, axis_name) if jnp.issubdtype(s.dtype, jnp.floating) else s,
+            inner_state)
+      round_loss = jax.lax.psum(loss_sum, axis_name) / jnp.maximum(
+          jax.lax.psum(local_steps, axis_name), 1).astype(jnp.float32)
+      new_state = LocalSgdState(
+          inner_state=synced_inner, anchor=anchor, outer_state=outer_state,
+          tick=jnp.zeros((), jnp.int32), period=next_period(state, round_loss),
+          local_steps=jnp.zeros((), jnp.int32), loss_sum=jnp.zeros((), jnp.float32),
+          first_round_loss=jnp.where(state.first_round_loss > 0, state.first_round_loss,
+                                     round_loss),
+          last_round_loss=round_loss,
+      )
+      return anchor, new_state
+
+    def keep_going(_):
+      return local_params, state._replace(inner_state=inner_state, tick=tick,
+                                          local_steps=local_steps, loss_sum=loss_sum)
+
+    # Non-sync ticks send nothing: the collectives live in one branch only.
+    new_params, new_state = jax.lax.cond(tick >= state.period, synchronize, keep_going, None)
+    return optax.tree.sub(new_params, params), new_state
+
+  return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def local_sgd(
+    inner: optax.GradientTransformation,
+    *,
+    axis_name: coll.AxisName,
+    period: int,
+    outer: optax.GradientTransformation | None = None,
+    average_inner_state: bool = False,
+) -> optax.GradientTransformationExtraArgs:
+  """Local SGD: every worker steps alone; every `period` steps they average.
+
+    x_i <- x_i + inner(g_i, s_i, x_i)                         every step, own state s_i
+    every `period` steps:  xbar = mean_i x_i
+      outer=None:  x_anchor <- xbar                           (plain averaging)
+      otherwise:   x_anchor <- x_anchor + outer(x_anchor - xbar)   (DiLoCo-style)
+      x_i <- x_anchor ;  s_i <- mean_i s_i if average_inner_state
+
+  `period=1` with SGD inner and plain averaging is ssgd. The collectives run only
+  on round-end steps (inside `lax.cond`).
+
+  Args:
+    inner: each worker's local optimizer.
+    axis_name: the worker axis (or tuple of axes).
+    period: local steps per round, H.
+    outer: optimizer applied to the pseudo-gradient x_anchor - xbar, e.g.
+      `optax.sgd(0.7, momentum=0.9, nesterov=True)`; None is plain averaging.
+    average_inner_state: also average the inner optimizer states at a round end.
+
+  Returns:
+    An `optax.GradientTransformationExtraArgs`.
+
+  References:
+    Stich, Local SGD Converges Fast and Communicates Little, arXiv:1805.09767;
+    Douillard et al., DiLoCo, arXiv:2311.08105.
+  """
+  return _round_based(inner, axis_name=axis_name, period=period, outer=outer,
+                      average_inner_state=average_inner_state, adapt="fixed",
+                      heterogeneous=False)
+
+
+def oscars(
+    inner: optax.GradientTransformation,
+    *,
+    axis_name: coll.AxisName,
+    period: int,
+    adapt: str = "fixed",
+    outer: optax.GradientTransformation | None = None,
+) -> optax.GradientTransformationExtraArgs:
+  """Oscars: semi-synchronous local SGD for heterogeneous clusters (reconstruction).
+
+  Only the paper's abstract is public (Huang, arXiv:2102.08550); this rule is a
+  reconstruction. A round lasts H ticks of the cluster's clock; on a tick worker
+  i steps only if the schedule marks it `active` (a slow worker finishes fewer
+  steps; its update is zero otherwise). At the round's end the workers average
+  with weights equal to the local steps they did (x their equal batches):
+
+    xbar = sum_i n_i x_i / sum_i n_i ;  x_anchor <- xbar, or an outer step on
+    x_anchor - xbar ;  x_i <- x_anchor
+
+  and H adapts with the global view of the round:
+    "fixed":  H stays `period`;
+    "linear": H grows by one tick per round;
+    "loss":   H_r = ceil(period * sqrt(L_r / L_0)), L_r the round's mean training
+              loss over all workers' steps (AdaComm-style: H shrinks as loss falls).
+
+  With every worker active on every tick and "fixed", this is `local_sgd`.
+
+  Args:
+    inner: each worker's local optimizer.
+    axis_name: the worker axis (or tuple of axes).
+    period: ticks in the first round, H_0.
+    adapt: "fixed", "linear" or "loss".
+    outer: optimizer on the pseudo-gradient; None is plain weighted averaging.
+
+  Returns:
+    An `optax.GradientTransformationExtraArgs`; `update` takes `schedule=` and
+    `loss=` (this worker's training loss, for "loss").
+
+  References:
+    Huang, Oscars: Adaptive Semi-Synchronous Parallel Model for Distributed Deep
+    Learning with Global View, arXiv:2102.08550; Wang & Joshi, Adaptive
+    Communication Strategies to Achieve the Best Error-Runtime Trade-off in
+    Local-Update SGD (AdaComm), arXiv:1810.08313.
+  """
+  return _round_based(inner, axis_name=axis_name, period=period, outer=outer,
+                      average_inner_state=False, adapt=adapt, heterogeneous=True)
+
+
+def local_sgd_model_params(worker_params: Any, worker_opt_state: LocalSgdState) -> Any:
+  """The model of a local_sgd/oscars run: the workers' parameters averaged as a round
+  end would (weighted by this round's local steps; uniformly if none were done).
+  Right after a round end this is the anchor, which every worker holds."""
+  steps = worker_opt_state.local_steps.astype(jnp.float32)
+  weights = jnp.where(jnp.sum(steps) > 0, steps, jnp.ones_like(steps))
+  weights = weights / jnp.sum(weights)
+  return jax.tree.map(
+      lambda x: jnp.tensordot(weights, x.astype(jnp.float32), axes=1).astype(x.dtype),
+      worker_params)
+
+
+def local_sgd_log(worker_opt_state: LocalSgdState) -> dict[str, jax.Array]:
+  return {"period": worker_opt_state.period[0].astype(jnp.float32),
+          "round_loss": worker_opt_state.last_round_loss[0]}
+
+

@@ -1,0 +1,141 @@
+"""OD-SGD: one-step-delay SGD with local compensation (Xu et al., arXiv 2005.06728)."""
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from odsgd_jax.strategies import _collectives as coll
+
+LOCAL_OPTIMIZERS = ("sgd", "momentum", "dcasgd")
+
+
+class OdsgdState(NamedTuple):
+  """State of `odsgd`. Global fields are identical on every worker."""
+
+  global_params: Any  # W: every averaged gradient up to step t-1 applied
+  inner_state: Any  # the global (server) optimizer's state
+  pending_grads: Any  # this worker's gradient of the previous step, P_i
+  local_momentum: Any  # this worker's local momentum buffer ("momentum" only, else None)
+  count: jax.Array  # shape=(), int32: steps taken
+
+
+def odsgd(
+    inner: optax.GradientTransformation,
+    *,
+    axis_name: coll.AxisName,
+    local_lr: float | Callable[[jax.Array], jax.Array],
+    local_optimizer: str = "sgd",
+    warmup_steps: int = 200,
+    dc_lambda: float = 2.0,
+    local_momentum: float = 0.9,
+    local_weight_decay: float = 0.0,
+) -> optax.GradientTransformationExtraArgs:
+  """One-step-delay SGD: the all-reduce of step t overlaps the compute of step t+1.
+
+  Following the authors' MXNet code, each step t (after the warm-up):
+
+    G_prev = mean_i P_i                    # all-reduce of step t-1's gradients
+    (u, s) = inner(G_prev, s, W) ; W <- W + u      # global update (none at the first step)
+    x_i    = LocalOpt(W, g_i)              # local compensation with this step's gradient
+    P_i    = g_i
+
+  W then holds every averaged gradient up to t-1; g_i fills the one-step gap on
+  each worker. The all-reduce reads only P_i, never this step's batch, so it can
+  run while g(t+1) is computed. `W` (not x_i) is the model that is evaluated.
+
+  LocalOpt (step size `local_lr`, a float or a schedule of the step count):
+    "sgd":      x_i = W - lr * (g_i + wd * W)
+    "momentum": m_i = mu * m_i + g_i + wd * W ;  x_i = W - lr * m_i
+    "dcasgd":   x_i = W - lr * (wd * W + g_i + lambda / sqrt(g_i^2 + 1e-7) * g_i^2 * (W - W_prev))
+                (the authors' CADCASGD; W_prev is W before this step's global update)
+
+  `local_lr` multiplies the worker's own mean-over-batch gradient. The authors'
+  scripts use global 0.1 and local 0.5, but their local step also carries the
+  server's 1/(B N) rescale, so their setting is `local_lr = 0.5 / N` here.
+  `local_lr = 0` is plain one-step-delayed SGD. For the first `warmup_steps`
+  steps it is synchronous SGD (authors: 200).
+
+  Args:
+    inner: the global optimizer, applied to the averaged delayed gradient.
+    axis_name: the worker axis (or tuple of axes).
+    local_lr: step size of the local compensation.
+    local_optimizer: "sgd", "momentum" or "dcasgd".
+    warmup_steps: synchronous steps before the one-step delay starts.
+    dc_lambda: lambda of the "dcasgd" local optimizer.
+    local_momentum: mu of the "momentum" local optimizer.
+    local_weight_decay: wd of the local optimizer.
+
+  Returns:
+    An `optax.GradientTransformationExtraArgs`.
+
+  References:
+    Xu, Dong, Xu, Liao, OD-SGD: One-step Delay Stochastic Gradient Descent for
+    Distributed Training, arXiv:2005.06728.
+  """
+  if local_optimizer not in LOCAL_OPTIMIZERS:
+    raise ValueError(f"local_optimizer={local_optimizer!r} is not one of {LOCAL_OPTIMIZERS}")
+  if warmup_steps < 0:
+    raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
+  inner = optax.with_extra_args_support(inner)
+  local_lr_fn = local_lr if callable(local_lr) else (lambda count: local_lr)
+
+  def init_fn(params):
+    zeros = optax.tree.zeros_like(params)
+    momentum = zeros if local_optimizer == "momentum" else None
+    return OdsgdState(global_params=params, inner_state=inner.init(params),
+                      pending_grads=zeros, local_momentum=momentum,
+                      count=jnp.zeros((), jnp.int32))
+
+  def compensate(global_params, previous_global, grads, momentum, count):
+    """LocalOpt(W, g_i): this worker's parameters for the next step."""
+    lr = local_lr_fn(count)
+    decayed = jax.tree.map(lambda g, w: g + local_weight_decay * w, grads, global_params)
+    if local_optimizer == "momentum":
+      momentum = jax.tree.map(lambda m, d: local_momentum * m + d, momentum, decayed)
+      direction = momentum
+    elif local_optimizer == "dcasgd":
+      direction = jax.tree.map(
+          lambda d, g, w, w_prev: d + dc_lambda / jnp.sqrt(g * g + 1e-7) * g * g * (w - w_prev),
+          decayed, grads, global_params, previous_global)
+    else:
+      direction = decayed
+    params = jax.tree.map(lambda w, d: (w - lr * d).astype(w.dtype), global_params, direction)
+    return params, momentum
+
+  def delayed_step(grads, state):
+    mean_pending = jax.lax.pmean(state.pending_grads, axis_name)
+    step, inner_state = inner.update(mean_pending, state.inner_state, state.global_params)
+    has_pending = state.count > warmup_steps  # the first delayed step has nothing pending
+    global_params = optax.tree.where(
+        has_pending, optax.apply_updates(state.global_params, step), state.global_params)
+    inner_state = optax.tree.where(has_pending, inner_state, state.inner_state)
+    params, momentum = compensate(global_params, state.global_params, grads,
+                                  state.local_momentum, state.count)
+    return params, OdsgdState(global_params, inner_state, grads, momentum,
+                              optax.safe_increment(state.count))
+
+  def synchronous_step(grads, state):
+    mean_grads = jax.lax.pmean(grads, axis_name)
+    step, inner_state = inner.update(mean_grads, state.inner_state, state.global_params)
+    global_params = optax.apply_updates(state.global_params, step)
+    return global_params, OdsgdState(global_params, inner_state, state.pending_grads,
+                                     state.local_momentum, optax.safe_increment(state.count))
+
+  def update_fn(grads, state, params=None, **extra_args):
+    del extra_args
+    if warmup_steps:
+      new_params, new_state = jax.lax.cond(state.count < warmup_steps, synchronous_step,
+                                           delayed_step, grads, state)
+    else:  # no conditional in the program: its only all-reduce reads P_i
+      new_params, new_state = delayed_step(grads, state)
+    return optax.tree.sub(new_params, params), new_state
+
+  return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def odsgd_model_params(worker_params: Any, worker_opt_state: OdsgdState) -> Any:
+  """The model of an odsgd run: the global weights W (not the compensated x_i)."""
+  del worker_params
+  return jax.tree.map(lambda x: x[0], worker_opt_state.global_params)

@@ -1,0 +1,199 @@
+"""Plain NumPy (float64, explicit loops) versions of every strategy.
+
+Written from DESIGN.md's formulas, independently of odsgd_jax: no JAX, no optax,
+one worker at a time, one arriving gradient at a time. Each simulation runs T
+ticks of N workers on a problem given by `grad(t, i, x) -> (gradient, loss)` and
+returns the workers' parameters after every tick, shape (T, N, d), and the model.
+"""
+
+import numpy as np
+
+
+class SGD:
+  """optax.sgd semantics: m <- g + mu m (if mu); u = -lr m; nesterov: u = -lr (g + mu m)."""
+
+  def __init__(self, lr, momentum=0.0, nesterov=False):
+    self.lr, self.momentum, self.nesterov = lr, momentum, nesterov
+
+  def init(self, x):
+    return np.zeros_like(x)
+
+  def update(self, g, m):
+    if not self.momentum:
+      return -self.lr * g, m
+    m = g + self.momentum * m
+    direction = g + self.momentum * m if self.nesterov else m
+    return -self.lr * direction, m
+
+
+def ssgd(grad, x0, N, T, inner):
+  x, s, history = x0.copy(), inner.init(x0), []
+  for t in range(T):
+    g = np.mean([grad(t, i, x)[0] for i in range(N)], axis=0)
+    u, s = inner.update(g, s)
+    x = x + u
+    history.append([x.copy() for _ in range(N)])
+  return np.array(history), x
+
+
+def asgd(grad, x0, N, T, inner, schedules, delay_compensation=0.0):
+  server, s = x0.copy(), inner.init(x0)
+  xs, history = [x0.copy() for _ in range(N)], []
+  for t in range(T):
+    grads = [grad(t, i, xs[i])[0] for i in range(N)]  # each at its own (stale) copy
+    snapshots = [x.copy() for x in xs]
+    active, order = schedules[t]
+    for k in order:
+      if not active[k]:
+        continue
+      g = grads[k] + delay_compensation * grads[k] * grads[k] * (server - snapshots[k])
+      u, s = inner.update(g, s)
+      server = server + u
+      xs[k] = server.copy()
+    history.append([x.copy() for x in xs])
+  return np.array(history), server
+
+
+def ssp(grad, x0, N, T, inner, schedules, staleness):
+  server, s = x0.copy(), inner.init(x0)
+  xs, clocks, history = [x0.copy() for _ in range(N)], [0] * N, []
+  for t in range(T):
+    grads = [grad(t, i, xs[i])[0] for i in range(N)]
+    active, _ = schedules[t]
+    slowest = min(clocks)
+    pushes = [bool(active[i]) and clocks[i] - slowest <= staleness for i in range(N)]
+    if any(pushes):
+      total = np.zeros_like(x0)
+      for i in range(N):
+        if pushes[i]:
+          total = total + grads[i]
+      u, s = inner.update(total / N, s)
+      server = server + u
+    for i in range(N):
+      if pushes[i]:
+        xs[i] = server.copy()
+        clocks[i] += 1
+    history.append([x.copy() for x in xs])
+  return np.array(history), server
+
+
+def odsgd(grad, x0, N, T, inner, local_lr, local_optimizer="sgd", warmup_steps=0,
+          dc_lambda=2.0, local_momentum=0.9, local_weight_decay=0.0):
+  W, s = x0.copy(), inner.init(x0)
+  xs = [x0.copy() for _ in range(N)]
+  pending = [np.zeros_like(x0) for _ in range(N)]
+  momentum = [np.zeros_like(x0) for _ in range(N)]
+  history = []
+  for t in range(T):
+    grads = [grad(t, i, xs[i])[0] for i in range(N)]
+    if t < warmup_steps:
+      u, s = inner.update(np.mean(grads, axis=0), s)
+      W = W + u
+      xs = [W.copy() for _ in range(N)]
+    else:
+      W_prev = W.copy()
+      if t > warmup_steps:
+        u, s = inner.update(np.mean(pending, axis=0), s)
+        W = W + u
+      for i in range(N):
+        g = grads[i]
+        if local_optimizer == "sgd":
+          xs[i] = W - local_lr * (g + local_weight_decay * W)
+        elif local_optimizer == "momentum":
+          momentum[i] = local_momentum * momentum[i] + g + local_weight_decay * W
+          xs[i] = W - local_lr * momentum[i]
+        else:  # dcasgd
+          dc = dc_lambda / np.sqrt(g * g + 1e-7) * g * g * (W - W_prev)
+          xs[i] = W - local_lr * (local_weight_decay * W + g + dc)
+      pending = [g.copy() for g in grads]
+    history.append([x.copy() for x in xs])
+  return np.array(history), W
+
+
+def delayed_sgd(grad, x0, N, T, inner):
+  """One-step-delayed SGD: x_{t+1} = x_t + inner(mean_i g_i(x_{t-1})), no update at t=0."""
+  x, s, previous_grad, history = x0.copy(), inner.init(x0), None, []
+  for t in range(T):
+    g = np.mean([grad(t, i, x)[0] for i in range(N)], axis=0)
+    if previous_grad is not None:
+      u, s = inner.update(previous_grad, s)
+      x = x + u
+    previous_grad = g
+    history.append([x.copy() for _ in range(N)])
+  return np.array(history), x
+
+
+def pseudo_sync(grad, x0, N, T, inner, confidence="adaptive", phi=0.9, alpha_min=0.1,
+                alpha=0.5):
+  x, s = x0.copy(), inner.init(x0)
+  pending = prediction = A = M = None
+  history, alphas = [], []
+  for t in range(T):
+    grads = [grad(t, i, x)[0] for i in range(N)]
+    if t > 0:
+      G = np.mean(pending, axis=0)
+      previous = G if t == 1 else prediction
+      e = G - previous
+      A = (1 - phi) * e if A is None else phi * A + (1 - phi) * e
+      M = (1 - phi) * np.abs(e) if M is None else phi * M + (1 - phi) * np.abs(e)
+      if confidence == "adaptive":
+        a = float(np.clip(abs(np.sum(A)) / (np.sum(M) + 1e-12), alpha_min, 1.0))
+      else:
+        a = alpha
+      alphas.append(a)
+      prediction = a * G + (1 - a) * previous
+      u, s = inner.update(prediction, s)
+      x = x + u
+    pending = grads
+    history.append([x.copy() for _ in range(N)])
+  return np.array(history), x
+
+
+def local_sgd(grad, x0, N, T, inner, period, schedules=None, weighted=False, adapt="fixed",
+              outer=None, average_inner_state=False):
+  """local_sgd (weighted=False, every worker active) and oscars (weighted=True)."""
+  xs = [x0.copy() for _ in range(N)]
+  states = [inner.init(x0) for _ in range(N)]
+  anchor, outer_state = x0.copy(), (outer.init(x0) if outer else None)
+  tick, H, steps, loss_sums, first_loss = 0, period, [0] * N, [0.0] * N, None
+  history, periods = [], []
+  for t in range(T):
+    active = schedules[t][0] if schedules is not None else [True] * N
+    for i in range(N):
+      if active[i]:
+        g, loss = grad(t, i, xs[i])
+        u, states[i] = inner.update(g, states[i])
+        xs[i] = xs[i] + u
+        steps[i] += 1
+        loss_sums[i] += loss
+    tick += 1
+    if tick >= H:
+      weights = [float(n) if weighted else 1.0 for n in steps]
+      if sum(weights) > 0:
+        average = sum(w * x for w, x in zip(weights, xs)) / sum(weights)
+      else:
+        average = anchor.copy()
+      if outer is None:
+        anchor = average
+      else:
+        u, outer_state = outer.update(anchor - average, outer_state)
+        anchor = anchor + u
+      xs = [anchor.copy() for _ in range(N)]
+      if average_inner_state:
+        mean_state = np.mean(states, axis=0)
+        states = [mean_state.copy() for _ in range(N)]
+      round_loss = sum(loss_sums) / max(sum(steps), 1)
+      if adapt == "linear":
+        H = H + 1
+      elif adapt == "loss":
+        first = first_loss if first_loss is not None else round_loss
+        H = max(1, int(np.ceil(period * np.sqrt(round_loss / first))))
+      if first_loss is None:
+        first_loss = round_loss
+      tick, steps, loss_sums = 0, [0] * N, [0.0] * N
+    periods.append(H)
+    history.append([x.copy() for x in xs])
+  steps_arr = np.asarray(steps, float)
+  weights = steps_arr if steps_arr.sum() > 0 else np.ones(N)
+  model = sum(w * x for w, x in zip(weights, xs)) / weights.sum()
+  return np.array(history), model
