@@ -9,11 +9,11 @@ epochs 80 and 120, as in the authors' scripts.
       --config.data.data_dir=/path/to/tensorflow_datasets
 """
 
-from configs import default
+from configs import _strategies, default
 
 
 def get_config():
-  config = default.get_config()
+  config = _strategies.use_strategy(default.get_config(), "ssgd")
   config.data.name = "cifar10"
   config.data.batch_size = 256  # 32 per worker
   config.data.num_threads = 8

@@ -1,4 +1,4 @@
-"""Default experiment: MNIST-1D, CNN1D, 8 workers, synchronous SGD.
+"""Default experiment: MNIST-1D, CNN1D, 8 workers, OD-SGD.
 
 Builds its data offline and runs in about a minute on a 2-core CPU:
 
@@ -26,7 +26,11 @@ def get_config() -> ml_collections.ConfigDict:
   config.model.name = "cnn1d"  # mlp | cnn1d | lenet5 | resnet20 | resnet50; other fields go to it
 
   config.strategy = ml_collections.ConfigDict()
-  config.strategy.name = "ssgd"  # other fields are the strategy factory's keyword options
+  config.strategy.name = "odsgd"  # other fields are the strategy factory's keyword options
+  config.strategy.local_lr = 0.0625  # local compensation step: the authors' 0.5 / N
+  config.strategy.local_optimizer = "sgd"  # sgd | momentum | dcasgd
+  config.strategy.warmup_steps = 200  # synchronous steps first (authors: 200)
+  config.strategy.dc_lambda = 2.0  # only for local_optimizer="dcasgd"
 
   # The inner optimizer: what each strategy applies to the gradient it chooses.
   config.optimizer = ml_collections.ConfigDict()

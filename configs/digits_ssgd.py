@@ -3,11 +3,11 @@
   python -m experiments.train --config configs/digits_ssgd.py --workdir runs/digits_ssgd
 """
 
-from configs import default
+from configs import _strategies, default
 
 
 def get_config():
-  config = default.get_config()
+  config = _strategies.use_strategy(default.get_config(), "ssgd")
   config.data.name = "digits"
   config.data.batch_size = 64  # 1437 training images: 8 per worker per step
   config.model.name = "lenet5"

@@ -8,11 +8,11 @@ decay 1e-4, x0.1 at epochs 30, 60 and 80, 90 epochs.
       --config.data.data_dir=/path/to/tensorflow_datasets
 """
 
-from configs import default
+from configs import _strategies, default
 
 
 def get_config():
-  config = default.get_config()
+  config = _strategies.use_strategy(default.get_config(), "ssgd")
   config.data.name = "imagenet2012"
   config.data.batch_size = 256  # 32 per worker
   config.data.eval_batch_size = 256

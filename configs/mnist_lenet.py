@@ -7,11 +7,11 @@ is recommended (about 10 minutes on a 2-core CPU).
       --config.data.data_dir=/path/to/tensorflow_datasets
 """
 
-from configs import default
+from configs import _strategies, default
 
 
 def get_config():
-  config = default.get_config()
+  config = _strategies.use_strategy(default.get_config(), "ssgd")
   config.data.name = "mnist"
   config.data.batch_size = 256  # 32 per worker
   config.model.name = "lenet5"

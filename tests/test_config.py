@@ -3,13 +3,15 @@
 import glob
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
 from odsgd_jax.train import ConfigError, train_and_evaluate, validate_config
-from configs import default
+from configs import default, digits, mnist1d
+from odsgd_jax.strategies import STRATEGIES
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -53,8 +55,8 @@ def test_misspelt_key_is_named_with_a_suggestion():
 
 def test_option_of_another_strategy_or_model_is_rejected():
   config = default.get_config()
-  config.strategy.local_lr = 0.5  # an odsgd option given to ssgd
-  with pytest.raises(ConfigError, match=r"strategy\.local_lr for strategy 'ssgd'"):
+  config.strategy.period = 4  # a local_sgd option given to odsgd
+  with pytest.raises(ConfigError, match=r"strategy\.period for strategy 'odsgd'"):
     validate_config(config, num_available_devices=8)
   config = default.get_config()
   config.model.channels = 32  # cnn1d option: fine
@@ -79,6 +81,23 @@ def test_every_shipped_config_is_valid(path):
   config = module.get_config()
   validate_config(config, num_available_devices=8)
   validate_config(config, num_available_devices=1)
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_every_strategy_config_is_valid(strategy):
+  validate_config(mnist1d.get_config(strategy), num_available_devices=8)
+  validate_config(digits.get_config(strategy), num_available_devices=1)
+
+
+@pytest.mark.parametrize("field,value,expected", [
+    ("local_optimizer", "adam", "strategy: local_optimizer='adam' is not one of"),
+    ("warmup_steps", -1, "strategy: warmup_steps must be >= 0"),
+])
+def test_bad_strategy_option_value_is_a_config_error(field, value, expected):
+  config = default.get_config()
+  config.strategy[field] = value
+  with pytest.raises(ConfigError, match=re.escape(expected)):
+    validate_config(config, num_available_devices=8)
 
 
 @pytest.mark.parametrize(

@@ -5,66 +5,16 @@ SGD and momentum inner optimizers, homogeneous and heterogeneous schedules;
 every worker's parameters are compared after every tick: max |diff| <= 1e-5.
 """
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 
-from odsgd_jax.cluster import Schedule, synchronous_schedule
 from odsgd_jax.strategies import STRATEGIES
 from tests import numpy_reference as ref
+from tests.least_squares import (DIM, N, T, X0, heterogeneous_schedules, homogeneous_schedules,
+                                 numpy_grad, run_jax)
 
-N, T, DIM, BATCH = 4, 12, 5, 8
-AXIS = "workers"
 TOLERANCE = 1e-5
-
-_rng = np.random.default_rng(42)
-FEATURES = _rng.normal(size=(T, N, BATCH, DIM))
-TARGETS = FEATURES @ _rng.normal(size=DIM) + 0.1 * _rng.normal(size=(T, N, BATCH))
-X0 = _rng.normal(size=DIM) * 0.1
-
-
-def numpy_grad(t, i, x):
-  residual = FEATURES[t, i] @ x - TARGETS[t, i]
-  return FEATURES[t, i].T @ residual / BATCH, 0.5 * float(np.mean(residual**2))
-
-
-def _heterogeneous_schedules(seed):
-  rng = np.random.default_rng(seed)
-  return [(rng.random(N) < 0.6, rng.permutation(N)) for _ in range(T)]
-
-
-def _homogeneous_schedules():
-  return [(np.ones(N, bool), np.asarray(synchronous_schedule(t, N).arrival_order))
-          for t in range(T)]
-
-
-def run_jax(name, inner, schedules, **options):
-  """The registered strategy under vmap: per-tick params (T, N, DIM) and the model."""
-  tx = STRATEGIES[name].make(inner, axis_name=AXIS, **options)
-  features = jnp.asarray(FEATURES, jnp.float32)
-  targets = jnp.asarray(TARGETS, jnp.float32)
-
-  def worker_tick(x, opt_state, t, schedule):
-    worker = jax.lax.axis_index(AXIS)
-    a, b = features[t, worker], targets[t, worker]
-    residual = a @ x - b
-    grads, loss = a.T @ residual / BATCH, 0.5 * jnp.mean(residual**2)
-    updates, opt_state = tx.update(grads, opt_state, x, schedule=schedule, loss=loss)
-    return optax.apply_updates(x, updates), opt_state
-
-  tick = jax.jit(jax.vmap(worker_tick, in_axes=(0, 0, None, None), axis_name=AXIS))
-  x = jnp.tile(jnp.asarray(X0, jnp.float32), (N, 1))
-  opt_state = jax.vmap(tx.init)(x)
-  history = []
-  for t, (active, order) in enumerate(schedules):
-    schedule = Schedule(active=jnp.asarray(active), arrival_order=jnp.asarray(order, jnp.int32),
-                        round_end=jnp.asarray(False), weights=jnp.ones(N, jnp.float32))
-    x, opt_state = tick(x, opt_state, t, schedule)
-    history.append(np.asarray(x))
-  return np.stack(history), np.asarray(STRATEGIES[name].model_params(x, opt_state))
-
 
 INNERS = {
     "sgd": (lambda: optax.sgd(0.1), lambda: ref.SGD(0.1)),
@@ -134,8 +84,8 @@ def test_every_strategy_has_a_reference_case():
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_matches_numpy_reference(case, inner_name):
   name, options, reference, schedule_kind = CASES[case]
-  schedules = (_heterogeneous_schedules(seed=len(case)) if schedule_kind == "heterogeneous"
-               else _homogeneous_schedules())
+  schedules = (heterogeneous_schedules(seed=len(case)) if schedule_kind == "heterogeneous"
+               else homogeneous_schedules())
   make_jax_inner, make_numpy_inner = INNERS[inner_name]
   expected_history, expected_model = reference(make_numpy_inner(), schedules)
   history, model = run_jax(name, make_jax_inner(), schedules, **options)

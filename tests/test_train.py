@@ -16,7 +16,8 @@ from odsgd_jax import parallel
 from odsgd_jax.cluster import synchronous_schedule
 from odsgd_jax.data import TrainBatches
 from odsgd_jax.models import make_model
-from odsgd_jax.strategies import get_strategy, ssgd
+from configs import _strategies
+from odsgd_jax.strategies import STRATEGIES, get_strategy, ssgd
 from odsgd_jax.train import (NonFiniteLossError, init_state, make_eval_step, make_train_step,
                              model_variables, read_metrics, train_and_evaluate)
 from tests.catalog_standins import prepare_standin
@@ -44,11 +45,11 @@ def test_run_writes_metrics_checkpoints_and_summary(small_config, tmp_path):
   assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["10", "20"]
   with ocp.StandardCheckpointer() as checkpointer:
     model = checkpointer.restore(os.path.join(workdir, "model"))
-  worker0 = jax.tree.map(lambda x: x[0], saved_state(workdir, 20)["params"])
-  assert_trees_equal(model["params"], worker0)  # ssgd's model: worker 0's parameters
+  global_weights = saved_state(workdir, 20)["opt_state"]["global_params"]
+  assert_trees_equal(model["params"], jax.tree.map(lambda x: x[0], global_weights))  # odsgd: W
   assert any(name.startswith("events") for name in os.listdir(os.path.join(workdir, "tensorboard")))
   with open(os.path.join(workdir, "config.json")) as f:
-    assert json.load(f)["strategy"]["name"] == "ssgd"
+    assert json.load(f)["strategy"]["name"] == "odsgd"
   plot = str(tmp_path / "curves.png")
   subprocess.run([sys.executable, os.path.join(REPO, "scripts", "plot_metrics.py"), workdir,
                   "--out", plot], check=True, capture_output=True, timeout=120)
@@ -64,10 +65,14 @@ def test_same_config_on_1_and_8_devices_gives_same_parameters(small_config, tmp_
   assert_trees_close(states[0]["params"], states[1]["params"], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 def test_crash_then_resume_equals_uninterrupted_run_bit_for_bit(small_config, tmp_path,
-                                                                monkeypatch):
+                                                                monkeypatch, strategy):
+  config = _strategies.use_strategy(small_config, strategy)
+  if strategy == "odsgd":
+    config.strategy.warmup_steps = 5  # both phases before the checkpoint
   straight = str(tmp_path / "straight")
-  train_and_evaluate(small_config, straight)
+  train_and_evaluate(config, straight)
 
   resumed = str(tmp_path / "resumed")
   real_next = TrainBatches.__next__
@@ -79,11 +84,13 @@ def test_crash_then_resume_equals_uninterrupted_run_bit_for_bit(small_config, tm
 
   monkeypatch.setattr(TrainBatches, "__next__", crash_at_step_15)
   with pytest.raises(KeyboardInterrupt):
-    train_and_evaluate(small_config, resumed)
+    train_and_evaluate(config, resumed)
   assert sorted(os.listdir(os.path.join(resumed, "checkpoints"))) == ["10"]
   monkeypatch.setattr(TrainBatches, "__next__", real_next)
-  summary = train_and_evaluate(small_config, resumed)
+  summary = train_and_evaluate(config, resumed)
 
+  # the whole state: parameters, strategy state (pending gradients, global or
+  # server weights, smoothing buffers, anchors, clocks, counters), rng
   assert_trees_equal(saved_state(resumed, 20), saved_state(straight, 20))
   without_timing = lambda rows: [{k: v for k, v in r.items() if k != "steps_per_s"} for r in rows]
   assert without_timing(read_metrics(resumed)) == without_timing(read_metrics(straight))

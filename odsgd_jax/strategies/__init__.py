@@ -17,3 +17,4 @@ from odsgd_jax.strategies._ssgd import ssgd as ssgd
 from odsgd_jax.strategies._ssgd import ssgd_model_params as ssgd_model_params
 from odsgd_jax.strategies._ssp import SspState as SspState
 from odsgd_jax.strategies._ssp import ssp as ssp
+from odsgd_jax.strategies._state_size import state_model_copies as state_model_copies

@@ -9,6 +9,7 @@ from typing import Any
 import jax
 import ml_collections
 import numpy as np
+import optax
 import orbax.checkpoint as ocp
 import tqdm
 from jax.sharding import NamedSharding
@@ -32,6 +33,15 @@ class NonFiniteLossError(RuntimeError):
 
 def _options(section: ml_collections.ConfigDict) -> dict[str, Any]:
   return {k: v for k, v in section.to_dict().items() if k != "name"}
+
+
+def _strategy_options(section: ml_collections.ConfigDict) -> dict[str, Any]:
+  """Factory options from the config; an `outer` optimizer is given as sgd's arguments,
+  e.g. {"learning_rate": 0.7, "momentum": 0.9, "nesterov": True} (DiLoCo-style)."""
+  options = _options(section)
+  if isinstance(options.get("outer"), dict):
+    options["outer"] = optax.sgd(**options["outer"])
+  return options
 
 
 def _evaluate(eval_step, state, split, spec, batch_size, sharding) -> dict[str, float]:
@@ -86,7 +96,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   lr_schedule = make_lr_schedule(config.optimizer, train_cfg.num_steps, steps_per_epoch)
   strategy = get_strategy(config.strategy.name)
   tx = strategy.make(make_inner_optimizer(config.optimizer, lr_schedule),
-                     axis_name=parallel.WORKER_AXES, **_options(config.strategy))
+                     axis_name=parallel.WORKER_AXES, **_strategy_options(config.strategy))
 
   os.makedirs(workdir, exist_ok=True)
   if is_writer:

@@ -80,9 +80,9 @@ def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
       return _cross_entropy(logits, labels).mean(), (logits, new_model_state)
 
     (loss, (logits, new_model_state)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-    grads = jax.lax.pmean(grads, parallel.INTRA)
-    accuracy = jax.lax.pmean(jnp.mean(jnp.argmax(logits, -1) == labels), parallel.INTRA)
-    loss = jax.lax.pmean(loss, parallel.INTRA)
+    accuracy = jnp.mean(jnp.argmax(logits, -1) == labels)
+    if worker_mesh.devices_per_worker > 1:  # XLA keeps even a trivial all-reduce
+      grads, loss, accuracy = jax.lax.pmean((grads, loss, accuracy), parallel.INTRA)
     updates, opt_state = tx.update(grads, opt_state, params, schedule=schedule, loss=loss)
     params = optax.apply_updates(params, updates)
     metrics = {

@@ -8,6 +8,7 @@ import difflib
 from typing import Any
 
 import ml_collections
+import optax
 
 from odsgd_jax.data import DATASETS
 from odsgd_jax.models import MODELS, model_options
@@ -86,6 +87,11 @@ def validate_config(config: ml_collections.ConfigDict, num_available_devices: in
   options = STRATEGIES[strategy.name].options()
   _check_keys("strategy", [k for k in strategy.keys() if k != "name"], options,
               f" for strategy {strategy.name!r}")
+  try:  # the factory checks its own option values; building it is cheap and pure
+    STRATEGIES[strategy.name].make(optax.identity(), axis_name="workers",
+                                   **{k: v for k, v in strategy.items() if k != "name"})
+  except (ValueError, TypeError) as error:
+    raise ConfigError(f"strategy: {error}") from error
   _check_choice("optimizer.name", optimizer.name, OPTIMIZERS)
   _check_choice("optimizer.schedule", optimizer.schedule, LR_SCHEDULES)
 

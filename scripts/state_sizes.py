@@ -1,0 +1,67 @@
+"""Strategy state per worker, in model copies, for the default inner optimizer.
+
+  python scripts/state_sizes.py [--no-readme]
+
+Measured from the pytree of `tx.init(params)` (shapes only, nothing is run) for
+CNN1D (the default model) and ResNet-20; writes the README's table.
+"""
+
+import argparse
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from configs import _strategies, default  # noqa: E402
+from odsgd_jax.models import make_model  # noqa: E402
+from odsgd_jax.strategies import STRATEGIES, state_model_copies  # noqa: E402
+from odsgd_jax.train import make_inner_optimizer, make_lr_schedule  # noqa: E402
+from scripts._readme import replace_section  # noqa: E402
+
+MODELS = {"cnn1d": (40,), "resnet20": (32, 32, 3)}
+
+
+def measure() -> dict[str, dict[str, float]]:
+  config = default.get_config()
+  inner = make_inner_optimizer(config.optimizer, make_lr_schedule(config.optimizer, 100, 10))
+  copies = {}
+  for name in STRATEGIES:
+    options = dict(_strategies.STRATEGY_OPTIONS[name])
+    tx = STRATEGIES[name].make(inner, axis_name="workers", **options)
+    copies[name] = {}
+    for model_name, shape in MODELS.items():
+      model = make_model(model_name, 10)
+      variables = jax.eval_shape(lambda m=model, s=shape: m.init(jax.random.key(0),
+                                                                  jnp.zeros((1, *s)), train=False))
+      state = jax.eval_shape(tx.init, variables["params"])
+      copies[name][model_name] = state_model_copies(state, variables["params"])
+  return copies
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--no-readme", action="store_true", help="print only")
+  args = parser.parse_args()
+  config = default.get_config()
+  copies = measure()
+  lines = [
+      f"Per-worker strategy state with the default inner optimizer (sgd, momentum "
+      f"{config.optimizer.momentum}), in copies of the model's parameters; produced by "
+      f"`python scripts/state_sizes.py`.",
+      "",
+      "| strategy | options | CNN1D | ResNet-20 |",
+      "|---|---|---|---|",
+  ]
+  for name, by_model in copies.items():
+    options = ", ".join(f"{k}={v}" for k, v in _strategies.STRATEGY_OPTIONS[name].items())
+    lines.append(f"| {name} | {options or '-'} | {by_model['cnn1d']:.2f} | "
+                 f"{by_model['resnet20']:.2f} |")
+  print("\n".join(lines))
+  if not args.no_readme:
+    replace_section("state-sizes", "\n".join(lines))
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,93 @@
+"""Identities between strategies (DESIGN.md), and replicas staying identical."""
+
+import numpy as np
+import optax
+import pytest
+
+from tests import numpy_reference as ref
+from tests.least_squares import (N, T, X0, heterogeneous_schedules, homogeneous_schedules,
+                                 numpy_grad, run_jax)
+
+EXACT = 1e-6
+INNERS = {"sgd": lambda: optax.sgd(0.1), "momentum": lambda: optax.sgd(0.05, momentum=0.9)}
+
+
+def _history(name, inner, schedules=None, **options):
+  return run_jax(name, inner, schedules or homogeneous_schedules(), **options)[0]
+
+
+@pytest.mark.parametrize("inner", sorted(INNERS))
+def test_odsgd_with_warmup_covering_the_run_is_ssgd(inner):
+  np.testing.assert_allclose(_history("odsgd", INNERS[inner](), local_lr=0.3, warmup_steps=T),
+                             _history("ssgd", INNERS[inner]()), atol=EXACT)
+
+
+def test_local_sgd_with_period_1_and_sgd_is_ssgd():
+  np.testing.assert_allclose(_history("local_sgd", optax.sgd(0.1), period=1),
+                             _history("ssgd", optax.sgd(0.1)), atol=EXACT)
+
+
+@pytest.mark.parametrize("inner", sorted(INNERS))
+def test_ssp_with_staleness_0_is_ssgd(inner):
+  np.testing.assert_allclose(_history("ssp", INNERS[inner](), staleness=0),
+                             _history("ssgd", INNERS[inner]()), atol=EXACT)
+
+
+@pytest.mark.parametrize("staleness", [0, 2])
+def test_ssp_bounds_the_clock_gap_on_a_heterogeneous_cluster(staleness):
+  """A worker at most `staleness` clocks ahead may push, so after a tick the gap is
+  at most staleness + 1; with a loose bound the random schedule does open gaps."""
+  schedules = heterogeneous_schedules(seed=7)
+  _, _, logs = run_jax("ssp", optax.sgd(0.1), schedules, with_logs=True, staleness=staleness)
+  gaps = [log["clock_gap"] for log in logs]
+  assert max(gaps) == staleness + 1
+  assert any(log["blocked"] > 0 for log in logs), "the bound must have held someone back"
+
+
+@pytest.mark.parametrize("inner", sorted(INNERS))
+def test_asgd_with_one_worker_is_plain_optax(inner):
+  history, model = run_jax("asgd", INNERS[inner](), homogeneous_schedules(), num_workers=1)
+  tx, x = INNERS[inner](), np.asarray(X0, np.float32)
+  state = tx.init(x)
+  for t in range(T):
+    updates, state = tx.update(numpy_grad(t, 0, x)[0].astype(np.float32), state, x)
+    x = optax.apply_updates(x, updates)
+    np.testing.assert_allclose(history[t, 0], x, atol=EXACT)
+  np.testing.assert_allclose(model, x, atol=EXACT)
+
+
+@pytest.mark.parametrize("inner", sorted(INNERS))
+def test_fixed_confidence_1_and_zero_local_lr_are_one_step_delayed_sgd(inner):
+  numpy_inner = ref.SGD(0.1) if inner == "sgd" else ref.SGD(0.05, momentum=0.9)
+  delayed, _ = ref.delayed_sgd(numpy_grad, X0, N, T, numpy_inner)
+  pseudo = _history("pseudo_sync", INNERS[inner](), confidence="fixed", alpha=1.0)
+  odsgd_history, odsgd_model = run_jax("odsgd", INNERS[inner](), homogeneous_schedules(),
+                                       local_lr=0.0, warmup_steps=0)
+  np.testing.assert_allclose(pseudo, delayed, atol=1e-5)
+  np.testing.assert_allclose(odsgd_history, delayed, atol=1e-5)
+  np.testing.assert_allclose(pseudo, odsgd_history, atol=EXACT)
+  assert np.abs(delayed[-1] - X0).max() > 1e-2
+
+
+@pytest.mark.parametrize("name,options", [("ssgd", {}), ("pseudo_sync", {}),
+                                          ("pseudo_sync", {"confidence": "fixed"})])
+def test_replicas_stay_identical(name, options):
+  history = _history(name, optax.sgd(0.05, momentum=0.9), **options)
+  for worker in range(1, N):
+    np.testing.assert_array_equal(history[:, worker], history[:, 0])
+
+
+@pytest.mark.parametrize("name,options,schedules", [
+    ("local_sgd", {"period": 3}, None),
+    ("oscars", {"period": 3}, heterogeneous_schedules(seed=3)),
+])
+def test_local_replicas_are_identical_right_after_each_round_end(name, options, schedules):
+  """Equal up to one rounding: a strategy moves x to the anchor a through the optax
+  update a - x, and x + (a - x) may differ from a in the last bit."""
+  history = _history(name, optax.sgd(0.05, momentum=0.9), schedules, **options)
+  for t in range(T):
+    spread = np.abs(history[t] - history[t, 0]).max()
+    if (t + 1) % 3 == 0:
+      assert spread <= 4 * np.finfo(np.float32).eps * np.abs(history[t]).max(), f"tick {t}"
+    elif t % 3 == 1:
+      assert spread > 0.0, f"tick {t} is inside a round: the workers drift apart"

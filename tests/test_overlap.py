@@ -1,0 +1,108 @@
+"""Overlap is possible: in the compiled train step of odsgd and pseudo_sync no
+collective depends on the step's batch (its all-reduce can run while the
+gradient is computed); in ssgd one does."""
+
+import re
+
+import jax
+import numpy as np
+import optax
+import pytest
+
+from odsgd_jax import parallel
+from odsgd_jax.cluster import synchronous_schedule
+from odsgd_jax.models import make_model
+from odsgd_jax.strategies import get_strategy
+from odsgd_jax.train import init_state, make_train_step
+
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?(%[\w.\-]+)\s*=\s*.*?\s([\w\-]+)\((.*)$")
+_NAME = re.compile(r"%[\w.\-]+")
+
+
+def _computations(hlo_text):
+  """{computation name: [instruction lines]}, and the entry computation's name."""
+  computations, current, entry = {}, None, None
+  for line in hlo_text.splitlines():
+    header = re.match(r"^(ENTRY\s+)?(%[\w.\-]+)\s.*\{\s*$", line)
+    if header:
+      current = header.group(2)
+      computations[current] = []
+      entry = current if header.group(1) else entry
+    elif current and line.strip() and line.strip() != "}":
+      computations[current].append(line)
+  return computations, entry
+
+
+def collectives_on_batch(hlo_text):
+  """Names of collectives whose inputs depend (transitively) on a `batch[...]` parameter.
+
+  Walks the def-use graph of the entry computation. A call into other
+  computations (fusion, while, conditional) taints its outputs if any operand is
+  tainted, and any collective inside it counts as dependent (conservative).
+  """
+  computations, entry = _computations(hlo_text)
+  tainted, dependent = set(), []
+
+  def collectives_inside(name, seen):
+    found = []
+    for line in computations.get(name, []):
+      match = _INSTRUCTION.match(line)
+      if match and match.group(2).startswith(COLLECTIVES):
+        found.append(match.group(1))
+      for callee in re.findall(r"(?:calls|body|condition|branch_computations|to_apply)=\{?"
+                               r"([%\w.\-, ]+)\}?", line):
+        for sub in _NAME.findall(callee):
+          if sub not in seen:
+            seen.add(sub)
+            found += collectives_inside(sub, seen)
+    return found
+
+  for line in computations[entry]:
+    match = _INSTRUCTION.match(line)
+    if not match:
+      continue
+    name, opcode, rest = match.groups()
+    if opcode == "parameter":
+      if 'op_name="batch[' in line:
+        tainted.add(name)
+      continue
+    operands = set(_NAME.findall(rest.split("metadata=")[0]))
+    if operands & tainted:
+      tainted.add(name)
+      if opcode.startswith(COLLECTIVES):
+        dependent.append(name)
+      elif opcode in ("while", "conditional", "call"):
+        dependent += collectives_inside(name, set()) or []
+        for callee in _NAME.findall(rest):
+          dependent += collectives_inside(callee, set())
+  return dependent
+
+
+def _compiled_step(name, **options):
+  num_workers = 8
+  worker_mesh = parallel.make_worker_mesh(num_workers, 8)
+  model = make_model("cnn1d", 10)
+  strategy = get_strategy(name)
+  tx = strategy.make(optax.sgd(0.1, momentum=0.9), axis_name=parallel.WORKER_AXES, **options)
+  state = init_state(model, tx, worker_mesh, (40,), seed=0)
+  batch = jax.device_put({"image": np.zeros((num_workers, 4, 40), np.float32),
+                          "label": np.zeros((num_workers, 4), np.int32)},
+                         worker_mesh.sharding(parallel.BATCH))
+  step = make_train_step(model, tx, worker_mesh, strategy)
+  return step.lower(state, batch, synchronous_schedule(0, num_workers)).compile().as_text()
+
+
+@pytest.mark.parametrize("name,options", [
+    ("odsgd", {"local_lr": 0.05, "warmup_steps": 0}),
+    ("odsgd", {"local_lr": 0.05, "warmup_steps": 0, "local_optimizer": "dcasgd"}),
+    ("pseudo_sync", {}),
+])
+def test_delayed_strategies_all_reduce_nothing_from_this_batch(name, options):
+  hlo = _compiled_step(name, **options)
+  assert re.search(r"all-reduce(-start)?\(", hlo), "the step must still synchronize"
+  assert collectives_on_batch(hlo) == []
+
+
+def test_ssgd_all_reduce_depends_on_this_batch():
+  assert collectives_on_batch(_compiled_step("ssgd"))
