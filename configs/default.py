@@ -27,7 +27,7 @@ def get_config() -> ml_collections.ConfigDict:
 
   config.strategy = ml_collections.ConfigDict()
   config.strategy.name = "odsgd"  # other fields are the strategy factory's keyword options
-  config.strategy.local_lr = 0.0625  # local compensation step: the authors' 0.5 / N
+  config.strategy.local_lr = 0.1  # local compensation step (authors' 0.5 / N = 0.0625)
   config.strategy.local_optimizer = "sgd"  # sgd | momentum | dcasgd
   config.strategy.warmup_steps = 200  # synchronous steps first (authors: 200)
   config.strategy.dc_lambda = 2.0  # only for local_optimizer="dcasgd"
