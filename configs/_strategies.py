@@ -23,19 +23,20 @@ STRATEGY_OPTIONS = {
     "oscars": {"period": 4, "adapt": "fixed"},
 }
 
-# Inner-optimizer settings that differ from the synchronous ones, and why.
+# Inner-optimizer settings that differ from the synchronous ones, and why;
+# learning_rate_scale multiplies the config's own rate (mnist1d: 0.1).
 OPTIMIZER_CHANGES = {
     # N server steps per tick (one per arriving gradient), each with stale
     # gradients: momentum 0.9 diverges. Compare settings with
     #   python scripts/sweep.py --config configs/mnist1d.py:asgd \
     #       --grid optimizer.momentum=0.0 --grid optimizer.learning_rate=0.025,0.05
-    "asgd": {"momentum": 0.0, "learning_rate": 0.05},
+    "asgd": {"momentum": 0.0, "learning_rate_scale": 0.5},
     # A one-step delay shrinks the step sizes heavy-ball momentum tolerates: with
     # ssgd's momentum 0.9 / lr 0.1 it diverges (as does odsgd with local_lr=0).
     #   python scripts/sweep.py --config configs/mnist1d.py:pseudo_sync \
     #       --grid optimizer.momentum=0.3,0.5,0.9 --grid optimizer.learning_rate=0.1,0.3 \
     #       --grid optimizer.warmup_steps=0,200
-    "pseudo_sync": {"momentum": 0.5, "learning_rate": 0.3, "warmup_steps": 200},
+    "pseudo_sync": {"momentum": 0.5, "learning_rate_scale": 3.0, "warmup_steps": 200},
 }
 
 
@@ -45,5 +46,8 @@ def use_strategy(config: ml_collections.ConfigDict, name: str) -> ml_collections
     raise ValueError(f"unknown strategy {name!r}; choose one of {sorted(STRATEGY_OPTIONS)}")
   config.strategy = ml_collections.ConfigDict({"name": name, **STRATEGY_OPTIONS[name]})
   for field, value in OPTIMIZER_CHANGES.get(name, {}).items():
-    config.optimizer[field] = value
+    if field == "learning_rate_scale":
+      config.optimizer.learning_rate *= value
+    else:
+      config.optimizer[field] = value
   return config

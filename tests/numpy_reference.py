@@ -170,7 +170,7 @@ def local_sgd(grad, x0, N, T, inner, period, schedules=None, weighted=False, ada
     if tick >= H:
       weights = [float(n) if weighted else 1.0 for n in steps]
       if sum(weights) > 0:
-        average = sum(w * x for w, x in zip(weights, xs)) / sum(weights)
+        average = sum(w * x for w, x in zip(weights, xs, strict=True)) / sum(weights)
       else:
         average = anchor.copy()
       if outer is None:
@@ -195,5 +195,5 @@ def local_sgd(grad, x0, N, T, inner, period, schedules=None, weighted=False, ada
     history.append([x.copy() for x in xs])
   steps_arr = np.asarray(steps, float)
   weights = steps_arr if steps_arr.sum() > 0 else np.ones(N)
-  model = sum(w * x for w, x in zip(weights, xs)) / weights.sum()
+  model = sum(w * x for w, x in zip(weights, xs, strict=True)) / weights.sum()
   return np.array(history), model
