@@ -44,8 +44,21 @@ def get_config() -> ml_collections.ConfigDict:
   config.optimizer.decay_epochs = ()  # step schedule: multiply by decay_factor at these epochs
   config.optimizer.decay_factor = 0.1
 
+  # The simulated cluster: its clock (sim_time) and, for asgd/ssp/oscars, the schedule.
   config.cluster = ml_collections.ConfigDict()
   config.cluster.num_workers = 8  # logical workers N; a multiple of the device groups
+  config.cluster.speeds = ()  # speed factor per worker; () = all 1.0
+  config.cluster.step_time = 0.01  # seconds of one step at speed 1; 0: measure this host's
+  config.cluster.compute_scale = 1.0  # multiplies a measured step time
+  config.cluster.jitter = 0.0  # sigma of lognormal noise on every step's compute time
+  config.cluster.straggler_prob = 0.0  # probability a step straggles ...
+  config.cluster.straggler_slowdown = 1.0  # ... and by how much
+  config.cluster.topology = "ring"  # ring | ps | hierarchical
+  config.cluster.bandwidth = 1e7  # bytes/s: CNN1D's all-reduce is ~37% of an ssgd tick
+  config.cluster.latency = 5e-5  # seconds per message
+  config.cluster.intra_bandwidth = 1e9  # bytes/s inside a node (hierarchical)
+  config.cluster.workers_per_node = 4  # workers sharing a node (hierarchical)
+  config.cluster.seed = 0  # jitter and stragglers
 
   config.parallel = ml_collections.ConfigDict()
   config.parallel.num_devices = 0  # 0: all visible devices
@@ -59,4 +72,5 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.seed = 0  # initial parameters, data order, augmentation
   config.train.max_checkpoints = 2
   config.train.progress_bar = True
+  config.train.target_accuracy = 0.9  # summary.json: simulated time to reach it (0: skip)
   return config

@@ -21,6 +21,7 @@ class LocalSgdState(NamedTuple):
   tick: jax.Array  # shape=(), int32: ticks since the round started
   period: jax.Array  # shape=(), int32: ticks in the current round, H
   local_steps: jax.Array  # local, shape=(), int32: steps this worker did this round
+  last_round_steps: jax.Array  # local, shape=(), int32: steps it did in the last finished round
   loss_sum: jax.Array  # local, shape=(), float32: sum of this worker's losses this round
   first_round_loss: jax.Array  # shape=(), float32: mean loss of round 0 (0 until known)
   last_round_loss: jax.Array  # shape=(), float32: mean loss of the last finished round
@@ -39,6 +40,7 @@ def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt,
         inner_state=inner.init(params), anchor=params,
         outer_state=outer.init(params) if outer is not None else None,
         tick=zero_i, period=jnp.asarray(period, jnp.int32), local_steps=zero_i,
+        last_round_steps=zero_i,
         loss_sum=zero_f, first_round_loss=zero_f, last_round_loss=zero_f,
     )
 
@@ -88,7 +90,8 @@ def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt,
       new_state = LocalSgdState(
           inner_state=synced_inner, anchor=anchor, outer_state=outer_state,
           tick=jnp.zeros((), jnp.int32), period=next_period(state, round_loss),
-          local_steps=jnp.zeros((), jnp.int32), loss_sum=jnp.zeros((), jnp.float32),
+          local_steps=jnp.zeros((), jnp.int32), last_round_steps=local_steps,
+          loss_sum=jnp.zeros((), jnp.float32),
           first_round_loss=jnp.where(state.first_round_loss > 0, state.first_round_loss,
                                      round_loss),
           last_round_loss=round_loss,
@@ -206,7 +209,10 @@ def local_sgd_model_params(worker_params: Any, worker_opt_state: LocalSgdState) 
 
 
 def local_sgd_log(worker_opt_state: LocalSgdState) -> dict[str, jax.Array]:
+  """Period, last round's loss, and whether this tick ended a round (the cluster
+  simulator charges the round's all-reduce on it)."""
   return {"period": worker_opt_state.period[0].astype(jnp.float32),
-          "round_loss": worker_opt_state.last_round_loss[0]}
+          "round_loss": worker_opt_state.last_round_loss[0],
+          "round_end": (worker_opt_state.tick[0] == 0).astype(jnp.float32)}
 
 

@@ -23,6 +23,7 @@ from odsgd_jax.strategies import get_strategy
 from odsgd_jax.train._checkpoint import Checkpoints
 from odsgd_jax.train._metrics import MetricsWriter
 from odsgd_jax.train._optimizer import make_inner_optimizer, make_lr_schedule
+from odsgd_jax.train._simulation import SimulatedClock, calibrate_step_time, message_bytes
 from odsgd_jax.train._step import init_state, make_eval_step, make_train_step, model_variables
 from odsgd_jax.train._validate import validate_config
 
@@ -125,6 +126,19 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
   train_step = make_train_step(model, tx, worker_mesh, strategy)
   eval_step = make_eval_step(model, strategy)
+  step_time = progress.get("clock", {}).get("step_time") or config.cluster.step_time
+  if not step_time:  # measure this host's compiled step once; a resumed run keeps it
+    probe = jax.device_put(next(iter(TrainBatches(
+        train_split, spec, workers=range(first_worker, first_worker + workers_per_process),
+        num_workers=num_workers, batch_size=batch_per_worker, seed=train_cfg.seed))),
+        batch_sharding)
+    step_time = config.cluster.compute_scale * calibrate_step_time(
+        train_step, state, probe, synchronous_schedule(0, num_workers),
+        worker_mesh.workers_per_device)
+  clock = SimulatedClock(config, step_time, message_bytes(state.params))
+  if "clock" in progress:
+    clock.load_state_dict(progress["clock"])
+  reached_target = progress.get("reached_target")  # (step, sim_time) of the first eval >= target
   writer = MetricsWriter(workdir, enabled=is_writer, resumed_step=resumed_step)
   bar = tqdm.tqdm(total=train_cfg.num_steps, initial=start_step, unit="step", dynamic_ncols=True,
                   disable=not (is_writer and train_cfg.progress_bar))
@@ -144,6 +158,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
           f"(step {checkpoints.latest_step()}) in {checkpoints.directory} is intact; lower "
           f"optimizer.learning_rate (now {config.optimizer.learning_rate}) and rerun."
       )
+    sim_time = clock.advance(step - 1, metrics)
     if step % train_cfg.log_every == 0 or step == train_cfg.num_steps:
       now = time.perf_counter()
       steps_per_s = (step - last_log[0]) / max(now - last_log[1], 1e-9)
@@ -151,13 +166,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       writer.write(step, {
           **metrics, "learning_rate": lr_schedule(step - 1), "steps_per_s": steps_per_s,
           "examples_seen": step * data_cfg.batch_size, "epoch": step / steps_per_epoch,
+          "sim_time": sim_time,
       })
       bar.set_postfix(loss=f"{metrics['loss']:.4f}", acc=f"{metrics['accuracy']:.3f}")
 
   try:
     for step in range(start_step + 1, train_cfg.num_steps + 1):
       batch = jax.device_put(next(batches), batch_sharding)
-      state, metrics = train_step(state, batch, synchronous_schedule(step - 1, num_workers))
+      state, metrics = train_step(state, batch, clock.schedule(step - 1))
       if pending is not None:
         finish_step(*pending)
       pending = (step, metrics)
@@ -169,11 +185,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         pending = None
       if eval_due:
         evaluation = _evaluate(eval_step, state, test_split, spec, eval_batch_size, eval_sharding)
-        writer.write(step, evaluation)
+        writer.write(step, {**evaluation, "sim_time": clock.time})
+        if (reached_target is None and train_cfg.target_accuracy
+            and evaluation["test_accuracy"] >= train_cfg.target_accuracy):
+          reached_target = (step, clock.time)
       if save_due:
         wall_time = progress["wall_time_s"] + time.perf_counter() - started
         checkpoints.save(step, state, {"data_position": batches.position,
-                                       "wall_time_s": wall_time})
+                                       "wall_time_s": wall_time, "clock": clock.state_dict(),
+                                       "reached_target": reached_target})
     if pending is not None:
       finish_step(*pending)
     if evaluation is None:  # resumed a finished run: report it again
@@ -196,6 +216,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       if start_step < train_cfg.num_steps else progress["wall_time_s"],
       "strategy": config.strategy.name, "dataset": data_cfg.name, "model": config.model.name,
       "num_workers": num_workers, "num_devices": worker_mesh.num_devices,
+      "sim_time_s": clock.time, "sim_step_time_s": clock.step_time,
+      "sim_message_bytes": clock.message_bytes,
+      "target_accuracy": train_cfg.target_accuracy,
+      "sim_time_to_target_s": reached_target[1] if reached_target else None,
+      "steps_to_target": reached_target[0] if reached_target else None,
+      "sim_time_fractions": clock.fractions(),
   }
   if is_writer:
     _write_json_atomically(os.path.join(workdir, "summary.json"), summary)

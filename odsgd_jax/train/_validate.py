@@ -10,6 +10,7 @@ from typing import Any
 import ml_collections
 import optax
 
+from odsgd_jax.cluster import TOPOLOGIES
 from odsgd_jax.data import DATASETS
 from odsgd_jax.models import MODELS, model_options
 from odsgd_jax.strategies import STRATEGIES
@@ -26,10 +27,12 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "data": ("name", "data_dir", "batch_size", "eval_batch_size", "num_threads", "prefetch"),
     "optimizer": ("name", "learning_rate", "momentum", "nesterov", "weight_decay", "schedule",
                   "warmup_steps", "decay_epochs", "decay_factor"),
-    "cluster": ("num_workers",),
+    "cluster": ("num_workers", "speeds", "step_time", "compute_scale", "jitter",
+                "straggler_prob", "straggler_slowdown", "topology", "bandwidth", "latency",
+                "intra_bandwidth", "workers_per_node", "seed"),
     "parallel": ("num_devices", "devices_per_worker"),
     "train": ("num_steps", "eval_every", "checkpoint_every", "log_every", "seed",
-              "max_checkpoints", "progress_bar"),
+              "max_checkpoints", "progress_bar", "target_accuracy"),
 }
 
 
@@ -107,6 +110,20 @@ def validate_config(config: ml_collections.ConfigDict, num_available_devices: in
   for name in ("batch_size", "eval_batch_size", "num_threads", "prefetch"):
     _check_positive(f"data.{name}", data[name])
   _check_positive("cluster.num_workers", cluster.num_workers)
+  _check_choice("cluster.topology", cluster.topology, TOPOLOGIES)
+  if cluster.speeds and (len(cluster.speeds) != cluster.num_workers
+                         or min(cluster.speeds) <= 0):
+    raise ConfigError(f"cluster.speeds={tuple(cluster.speeds)} must hold one positive speed per "
+                      f"worker ({cluster.num_workers}), or be () for all 1.0")
+  for name in ("bandwidth", "compute_scale", "intra_bandwidth", "workers_per_node",
+               "straggler_slowdown"):
+    _check_positive(f"cluster.{name}", cluster[name])
+  for name in ("step_time", "jitter", "latency"):
+    _check_positive(f"cluster.{name}", cluster[name], allow_zero=True)
+  if not 0 <= cluster.straggler_prob <= 1:
+    raise ConfigError(f"cluster.straggler_prob={cluster.straggler_prob} must be in [0, 1]")
+  if not 0 <= train.target_accuracy <= 1:
+    raise ConfigError(f"train.target_accuracy={train.target_accuracy} must be in [0, 1]")
   _check_positive("parallel.num_devices", parallel.num_devices, allow_zero=True)
   _check_positive("parallel.devices_per_worker", parallel.devices_per_worker)
 

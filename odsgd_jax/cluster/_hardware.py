@@ -1,0 +1,108 @@
+"""What a simulated cluster is made of: workers that compute, a network that moves bytes."""
+
+import dataclasses
+
+import numpy as np
+
+TOPOLOGIES = ("ring", "ps", "hierarchical")
+
+
+@dataclasses.dataclass(frozen=True)
+class Workers:
+  """Per-worker compute time of one step, deterministic in (seed, tick).
+
+  c_i(t) = step_time / speeds[i] * lognormal(0, jitter) * (straggler_slowdown with
+  probability straggler_prob, else 1).
+
+  Attributes:
+    speeds: speed factor per worker (1 = nominal; 0.5 takes twice as long).
+    step_time: seconds of one step at speed 1.
+    jitter: sigma of the lognormal noise per step (0: none).
+    straggler_prob: probability that a worker straggles on a step.
+    straggler_slowdown: factor a straggling step takes longer.
+    seed: seed of the noise.
+  """
+
+  speeds: tuple[float, ...]
+  step_time: float
+  jitter: float = 0.0
+  straggler_prob: float = 0.0
+  straggler_slowdown: float = 1.0
+  seed: int = 0
+
+  def __post_init__(self):
+    if not self.speeds or min(self.speeds) <= 0:
+      raise ValueError(f"speeds must be positive, got {self.speeds}")
+    if self.step_time <= 0:
+      raise ValueError(f"step_time must be positive, got {self.step_time}")
+
+  @property
+  def num_workers(self) -> int:
+    return len(self.speeds)
+
+  def compute_times(self, tick: int) -> np.ndarray:
+    """Seconds each worker needs for the step it starts on tick `tick`, shape (N,)."""
+    times = self.step_time / np.asarray(self.speeds, np.float64)
+    if self.jitter or self.straggler_prob:
+      rng = np.random.default_rng([self.seed, tick])
+      times = times * np.exp(self.jitter * rng.standard_normal(self.num_workers))
+      stragglers = rng.random(self.num_workers) < self.straggler_prob
+      times = np.where(stragglers, times * self.straggler_slowdown, times)
+    return times
+
+
+@dataclasses.dataclass(frozen=True)
+class Network:
+  """Time to move bytes between workers.
+
+  Attributes:
+    bandwidth: bytes/s of a link (between nodes; the server's link for "ps").
+    latency: seconds per message.
+    topology: "ring" (ring all-reduce), "ps" (parameter server) or
+      "hierarchical" (ring inside each node, ring across nodes).
+    intra_bandwidth: bytes/s inside a node ("hierarchical").
+    workers_per_node: workers sharing a node ("hierarchical").
+  """
+
+  bandwidth: float
+  latency: float = 0.0
+  topology: str = "ring"
+  intra_bandwidth: float = 0.0
+  workers_per_node: int = 1
+
+  def __post_init__(self):
+    if self.topology not in TOPOLOGIES:
+      raise ValueError(f"topology={self.topology!r} is not one of {TOPOLOGIES}")
+    if self.bandwidth <= 0 or self.latency < 0:
+      raise ValueError("bandwidth must be positive and latency non-negative")
+    if self.topology == "hierarchical" and (self.intra_bandwidth <= 0
+                                            or self.workers_per_node < 1):
+      raise ValueError("hierarchical needs intra_bandwidth > 0 and workers_per_node >= 1")
+
+  def allreduce_time(self, num_workers: int, num_bytes: float) -> float:
+    """Averaging `num_bytes` over `num_workers` workers.
+
+    ring: 2(N-1)/N * S/B + 2(N-1) * latency;  ps: N * S/B + latency (the server's
+    link carries every worker's message); hierarchical: a ring inside each node of
+    k workers, then a ring across the N/k nodes.
+    """
+    if num_workers <= 1:
+      return 0.0
+    if self.topology == "ps":
+      return num_workers * num_bytes / self.bandwidth + self.latency
+    if self.topology == "ring":
+      return _ring(num_workers, num_bytes, self.bandwidth, self.latency)
+    per_node = min(self.workers_per_node, num_workers)
+    nodes = -(-num_workers // per_node)
+    return (_ring(per_node, num_bytes, self.intra_bandwidth, self.latency)
+            + _ring(nodes, num_bytes, self.bandwidth, self.latency))
+
+  def message_time(self, num_bytes: float) -> float:
+    """One worker's message to (or from) a parameter server: S/B + latency."""
+    return num_bytes / self.bandwidth + self.latency
+
+
+def _ring(n: int, num_bytes: float, bandwidth: float, latency: float) -> float:
+  if n <= 1:
+    return 0.0
+  return 2 * (n - 1) / n * num_bytes / bandwidth + 2 * (n - 1) * latency

@@ -1,0 +1,87 @@
+"""The run's simulated clock: the cluster timeline, its totals, and step-time calibration."""
+
+import time
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from odsgd_jax.cluster import Network, Schedule, Workers, make_timeline
+
+
+def message_bytes(worker_params: Any) -> float:
+  """Bytes one worker sends per synchronization: a float copy of its parameters
+  (gradients, or model deltas for local SGD)."""
+  leaves = jax.tree.leaves(worker_params)
+  return float(sum(x[0].size * x.dtype.itemsize for x in leaves))
+
+
+def calibrate_step_time(train_step: Callable, state: Any, batch: Any, schedule: Schedule,
+                        workers_per_device: int, repeats: int = 10) -> float:
+  """Median seconds of the compiled step on this host, per worker.
+
+  Runs on a copy of `state` (the step donates its input). A device runs its
+  `workers_per_device` workers one after another, so one worker's step is the
+  median divided by that.
+  """
+  state = jax.tree.map(jnp.copy, state)
+  times = []
+  for i in range(repeats + 2):
+    started = time.perf_counter()
+    state, metrics = train_step(state, batch, schedule)
+    jax.block_until_ready((state, metrics))
+    if i >= 2:  # the first calls compile and warm up
+      times.append(time.perf_counter() - started)
+  return float(np.median(times)) / workers_per_device
+
+
+class SimulatedClock:
+  """Simulated time of a run on the configured cluster.
+
+  `schedule(t)` before tick t gives the strategy its schedule; `advance(t, metrics)`
+  after the tick's metrics are known adds its duration and how every worker spent
+  it (computing, communicating, idle).
+  """
+
+  def __init__(self, config: ml_collections.ConfigDict, step_time: float, num_bytes: float):
+    cluster = config.cluster
+    speeds = tuple(cluster.speeds) or (1.0,) * cluster.num_workers
+    self.workers = Workers(speeds=speeds, step_time=step_time, jitter=cluster.jitter,
+                           straggler_prob=cluster.straggler_prob,
+                           straggler_slowdown=cluster.straggler_slowdown, seed=cluster.seed)
+    self.network = Network(bandwidth=cluster.bandwidth, latency=cluster.latency,
+                           topology=cluster.topology, intra_bandwidth=cluster.intra_bandwidth,
+                           workers_per_node=cluster.workers_per_node)
+    options = {k: v for k, v in config.strategy.to_dict().items() if k != "name"}
+    self.timeline = make_timeline(config.strategy.name, options, self.workers, self.network,
+                                  num_bytes)
+    self.step_time, self.message_bytes = step_time, num_bytes
+    n = self.workers.num_workers
+    self.time = 0.0
+    self.totals = {"compute": np.zeros(n), "communication": np.zeros(n), "idle": np.zeros(n)}
+
+  def schedule(self, tick: int) -> Schedule:
+    return self.timeline.schedule(tick)
+
+  def advance(self, tick: int, metrics: dict[str, float]) -> float:
+    cost = self.timeline.cost(tick, round_end=metrics.get("round_end", 0.0) > 0.5)
+    self.time += cost.duration
+    for name in self.totals:
+      self.totals[name] = self.totals[name] + getattr(cost, name)
+    return self.time
+
+  def fractions(self) -> dict[str, list[float]]:
+    """Per worker: share of the simulated time spent computing, communicating, idle."""
+    total = max(self.time, 1e-12)
+    return {name: (values / total).round(4).tolist() for name, values in self.totals.items()}
+
+  def state_dict(self) -> dict[str, Any]:
+    return {"time": self.time, "timeline": self.timeline.state_dict(), "step_time": self.step_time,
+            "totals": {k: v.tolist() for k, v in self.totals.items()}}
+
+  def load_state_dict(self, state: dict[str, Any]) -> None:
+    self.time = float(state["time"])
+    self.timeline.load_state_dict(state["timeline"])
+    self.totals = {k: np.asarray(v, np.float64) for k, v in state["totals"].items()}
