@@ -1,0 +1,152 @@
+"""The cluster simulator against hand-computed timelines (3 workers)."""
+
+import numpy as np
+import optax
+import pytest
+
+from odsgd_jax.cluster import Network, Workers, make_timeline
+from configs import _strategies
+from odsgd_jax.train import train_and_evaluate
+from tests.helpers import saved_state
+from tests.least_squares import run_jax
+
+SPEEDS = (1.0, 0.5, 0.25)  # compute times 1, 2 and 4 seconds
+WORKERS = Workers(speeds=SPEEDS, step_time=1.0)
+NETWORK = Network(bandwidth=100.0)  # bytes/s, no latency
+BYTES = 100.0  # one message: 1 s on a link
+RING_3 = 2 * 2 / 3 * 1.0  # 2(N-1)/N * S/B
+
+
+def test_ring_ps_and_hierarchical_formulas():
+  ring = Network(bandwidth=1e6, latency=1e-3)
+  assert ring.allreduce_time(8, 4e6) == pytest.approx(2 * 7 / 8 * 4.0 + 2 * 7 * 1e-3)
+  assert ring.allreduce_time(1, 4e6) == 0.0
+  ps = Network(bandwidth=1e6, latency=1e-3, topology="ps")
+  assert ps.allreduce_time(8, 4e6) == pytest.approx(8 * 4.0 + 1e-3)
+  hierarchical = Network(bandwidth=1e6, latency=0.0, topology="hierarchical",
+                         intra_bandwidth=1e8, workers_per_node=4)
+  inside, across = 2 * 3 / 4 * 4e6 / 1e8, 2 * 1 / 2 * 4.0  # 4 per node, 2 nodes
+  assert hierarchical.allreduce_time(8, 4e6) == pytest.approx(inside + across)
+  assert ring.message_time(2e6) == pytest.approx(2.0 + 1e-3)
+
+
+def test_compute_times_are_deterministic_under_a_seed():
+  noisy = Workers(speeds=SPEEDS, step_time=1.0, jitter=0.3, straggler_prob=0.2,
+                  straggler_slowdown=5.0, seed=3)
+  again = Workers(speeds=SPEEDS, step_time=1.0, jitter=0.3, straggler_prob=0.2,
+                  straggler_slowdown=5.0, seed=3)
+  other = Workers(speeds=SPEEDS, step_time=1.0, jitter=0.3, straggler_prob=0.2,
+                  straggler_slowdown=5.0, seed=4)
+  for tick in range(5):
+    np.testing.assert_array_equal(noisy.compute_times(tick), again.compute_times(tick))
+  assert not np.array_equal(noisy.compute_times(0), other.compute_times(0))
+  np.testing.assert_allclose(WORKERS.compute_times(7), [1.0, 2.0, 4.0])
+  slow = np.mean([noisy.compute_times(t)[0] for t in range(2000)])
+  assert 1.4 < slow < 2.2  # lognormal mean e^(0.045) with 20% of steps 5x slower: ~1.87
+
+
+def test_ssgd_waits_for_the_slowest_then_all_reduces():
+  cost = make_timeline("ssgd", {}, WORKERS, NETWORK, BYTES).cost(0)
+  assert cost.duration == pytest.approx(4 + RING_3)
+  np.testing.assert_allclose(cost.idle, [3, 2, 0])
+  np.testing.assert_allclose(cost.communication, RING_3)
+
+
+def test_pipelined_strategies_hide_the_all_reduce_after_warmup():
+  timeline = make_timeline("odsgd", {"warmup_steps": 1}, WORKERS, NETWORK, BYTES)
+  assert timeline.cost(0).duration == pytest.approx(4 + RING_3)  # warm-up: synchronous
+  assert timeline.cost(1).duration == pytest.approx(4.0)  # max(4, 1.33)
+  slow_network = Network(bandwidth=10.0)  # all-reduce 13.33 s: longer than compute
+  cost = make_timeline("pseudo_sync", {}, WORKERS, slow_network, BYTES).cost(5)
+  assert cost.duration == pytest.approx(10 * RING_3)
+  np.testing.assert_allclose(cost.communication, 10 * RING_3 - 4)
+
+
+def test_local_sgd_round_is_the_slowest_total_plus_one_all_reduce():
+  timeline = make_timeline("local_sgd", {}, WORKERS, NETWORK, BYTES)
+  first, second = timeline.cost(0), timeline.cost(1, round_end=True)
+  assert first.duration == pytest.approx(4.0)
+  assert first.duration + second.duration == pytest.approx(8 + RING_3)  # max_i sum c_i + comm
+  np.testing.assert_allclose(second.idle, [6, 4, 0])
+  assert timeline.cost(2).duration == pytest.approx(4.0)  # a new round starts from zero
+
+
+def test_oscars_ticks_let_slow_workers_step_less_and_nobody_wait():
+  timeline = make_timeline("oscars", {}, WORKERS, NETWORK, BYTES)
+  active = [timeline.schedule(t).active.astype(int).tolist() for t in range(8)]
+  assert active == [[1, 0, 0], [1, 1, 0], [1, 0, 0], [1, 1, 1]] * 2
+  assert timeline.cost(0).duration == pytest.approx(1.0)
+  end = timeline.cost(3, round_end=True)
+  assert end.duration == pytest.approx(1 + RING_3)
+  np.testing.assert_allclose(end.idle, 0)
+
+
+def test_asynchronous_arrivals_follow_the_speeds():
+  """Cycle = compute + push + pull (1 s each way); ticks are the fastest cycle, 3 s.
+  Pushes land at 2 s (w0), 3 s (w1), 5 s (w2); w0 lands again at 5 s: a tie, rotated."""
+  for name in ("asgd", "ssp"):
+    timeline = make_timeline(name, {}, WORKERS, NETWORK, BYTES)
+    first, second = timeline.schedule(0), timeline.schedule(1)
+    assert first.active.tolist() == [True, True, False]
+    assert first.arrival_order.tolist()[:2] == [0, 1]
+    assert second.active.tolist() == [True, False, True]
+    assert second.arrival_order.tolist()[:2] == [2, 0]  # tie at 5 s: rotation of tick 1
+    assert timeline.cost(0).duration == pytest.approx(3.0)
+
+
+def test_homogeneous_asynchronous_cluster_is_the_rotating_default():
+  timeline = make_timeline("asgd", {}, Workers(speeds=(1.0,) * 3, step_time=1.0), NETWORK,
+                           BYTES)
+  for tick in range(6):
+    schedule = timeline.schedule(tick)
+    assert schedule.active.all()
+    assert schedule.arrival_order.tolist() == np.roll(np.arange(3), -(tick % 3)).tolist()
+
+
+def _expected_staleness(schedules, num_workers):
+  """Server updates between a worker's pull and its push, from the arrivals alone."""
+  version, pulled, per_tick = 0, [0] * num_workers, []
+  for active, order in schedules:
+    stale = []
+    for worker in order:
+      if active[worker]:
+        stale.append(version - pulled[worker])
+        version += 1
+        pulled[worker] = version
+    per_tick.append((np.mean(stale) if stale else 0.0, max(stale, default=0)))
+  return per_tick
+
+
+@pytest.mark.parametrize("speeds", [(1.0, 1.0, 1.0), (1.0, 1.0, 0.25)])
+def test_asgd_staleness_in_the_run_follows_from_the_speeds(speeds):
+  timeline = make_timeline("asgd", {}, Workers(speeds=speeds, step_time=1.0), NETWORK, BYTES)
+  schedules = [(s.active, s.arrival_order) for s in (timeline.schedule(t) for t in range(12))]
+  _, _, logs = run_jax("asgd", optax.sgd(0.1), schedules, num_workers=3, with_logs=True)
+  expected = _expected_staleness(schedules, 3)
+  assert [log["staleness_max"] for log in logs] == [m for _, m in expected]
+  np.testing.assert_allclose([log["staleness_mean"] for log in logs], [m for m, _ in expected],
+                             rtol=1e-6)
+  if speeds[-1] < 1:
+    assert max(m for _, m in expected) > 2  # the slow worker falls further behind
+  else:  # rotating order: mean staleness N - 1 (the first of one tick is last of the next)
+    np.testing.assert_allclose([log["staleness_mean"] for log in logs][1:], 2.0)
+
+
+def test_oscars_workers_do_4_2_and_1_local_steps_per_round_in_a_run(small_config, tmp_path):
+  config = _strategies.use_strategy(small_config, "oscars")
+  config.strategy.period = 4
+  config.cluster.num_workers = 3
+  config.cluster.speeds = SPEEDS
+  config.parallel.num_devices = 1
+  config.data.batch_size = 48
+  config.train.num_steps = 8
+  config.train.checkpoint_every = 4
+  workdir = str(tmp_path / "oscars")
+  summary = train_and_evaluate(config, workdir)
+  for step in (4, 8):
+    assert saved_state(workdir, step)["opt_state"]["last_round_steps"].tolist() == [4, 2, 1]
+  # nobody waits on oscars' clock: 8 ticks of one step time plus 2 round-end all-reduces
+  round_trip = Network(bandwidth=config.cluster.bandwidth, latency=config.cluster.latency
+                       ).allreduce_time(3, summary["sim_message_bytes"])
+  assert summary["sim_time_s"] == pytest.approx(8 * config.cluster.step_time + 2 * round_trip)
+  assert max(summary["sim_time_fractions"]["idle"]) == 0.0
