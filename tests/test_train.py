@@ -188,3 +188,14 @@ def test_command_line_overrides_of_every_kind_reach_the_run(data_dir, tmp_path):
   with open(workdir / "summary.json") as f:
     summary = json.load(f)
   assert summary["num_workers"] == 4 and summary["examples_seen"] == 6 * 32
+
+
+def test_asgd_learning_rate_schedule_runs_in_ticks_not_server_updates(small_config, tmp_path):
+  """asgd steps its server optimizer N times a tick; a cosine schedule over the run's
+  ticks must not reach zero after 1/N of them (the model would freeze)."""
+  config = _strategies.use_strategy(small_config, "asgd")
+  config.optimizer.schedule = "cosine"
+  workdir = str(tmp_path / "asgd")
+  train_and_evaluate(config, workdir)
+  rows = {r["step"]: r for r in read_metrics(workdir) if "loss" in r}
+  assert all(rows[step]["update_norm"] > 1e-4 for step in range(3, 17))

@@ -27,11 +27,15 @@ class StrategyDef:
       model that is evaluated and saved as the run's result.
     log: `log(worker_opt_state) -> {name: scalar}`, the strategy's own metrics
       (staleness, confidence, period, ...), logged with every step.
+    inner_updates_per_tick: `f(num_workers)`, how many times a tick steps the
+      inner optimizer (asgd: once per arriving gradient, N on a full tick). A
+      learning-rate schedule written in ticks divides the inner count by it.
   """
 
   make: Callable[..., optax.GradientTransformationExtraArgs]
   model_params: Callable[[Any, Any], Any]
   log: Callable[[Any], dict[str, Any]] = lambda worker_opt_state: {}
+  inner_updates_per_tick: Callable[[int], int] = lambda num_workers: 1
 
   def options(self) -> dict[str, Any]:
     """The factory's keyword options (besides `axis_name`) and their defaults."""
@@ -45,7 +49,8 @@ class StrategyDef:
 
 STRATEGIES: dict[str, StrategyDef] = {
     "ssgd": StrategyDef(make=ssgd, model_params=ssgd_model_params),
-    "asgd": StrategyDef(make=asgd, model_params=asgd_model_params, log=asgd_log),
+    "asgd": StrategyDef(make=asgd, model_params=asgd_model_params, log=asgd_log,
+                        inner_updates_per_tick=lambda num_workers: num_workers),
     "ssp": StrategyDef(make=ssp, model_params=ssp_model_params, log=ssp_log),
     "odsgd": StrategyDef(make=odsgd, model_params=odsgd_model_params),
     "pseudo_sync": StrategyDef(make=pseudo_sync, model_params=pseudo_sync_model_params,

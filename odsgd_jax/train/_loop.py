@@ -96,7 +96,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   model = make_model(config.model.name, spec.num_classes, **_options(config.model))
   lr_schedule = make_lr_schedule(config.optimizer, train_cfg.num_steps, steps_per_epoch)
   strategy = get_strategy(config.strategy.name)
-  tx = strategy.make(make_inner_optimizer(config.optimizer, lr_schedule),
+  # The schedule is written in ticks; a strategy may step its inner optimizer
+  # several times per tick (asgd: once per arriving gradient).
+  updates_per_tick = strategy.inner_updates_per_tick(num_workers)
+  inner_schedule = (lr_schedule if updates_per_tick == 1
+                    else lambda count: lr_schedule(count // updates_per_tick))
+  tx = strategy.make(make_inner_optimizer(config.optimizer, inner_schedule),
                      axis_name=parallel.WORKER_AXES, **_strategy_options(config.strategy))
 
   os.makedirs(workdir, exist_ok=True)

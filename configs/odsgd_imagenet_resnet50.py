@@ -1,0 +1,17 @@
+"""OD-SGD reproduction on ImageNet with ResNet-50 (authors' rates and warm-up).
+
+Needs imagenet2012 prepared in array_record format (manual download, README "Data")
+and accelerators. `local_lr = 0.5 / N` as in configs/odsgd_cifar10_resnet20.py.
+
+  python -m experiments.train --config configs/odsgd_imagenet_resnet50.py \
+      --workdir runs/odsgd_imagenet --config.data.data_dir=/path/to/tensorflow_datasets
+"""
+
+from configs import _strategies, imagenet_resnet50
+
+
+def get_config():
+  config = _strategies.use_strategy(imagenet_resnet50.get_config(), "odsgd")
+  config.strategy.local_lr = 0.5 / config.cluster.num_workers
+  config.strategy.warmup_steps = 200
+  return config

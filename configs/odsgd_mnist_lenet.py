@@ -1,0 +1,18 @@
+"""OD-SGD reproduction on MNIST with LeNet-5 (authors' global/local rates and warm-up).
+
+Needs MNIST prepared in array_record format (README "Data"); `local_lr = 0.5 / N`
+(the authors' local 0.5 with their 1/(B N) rescale, see configs/odsgd_cifar10_resnet20.py).
+
+  python -m experiments.train --config configs/odsgd_mnist_lenet.py --workdir runs/odsgd_mnist \
+      --config.data.data_dir=/path/to/tensorflow_datasets
+"""
+
+from configs import _strategies, mnist_lenet
+
+
+def get_config():
+  config = _strategies.use_strategy(mnist_lenet.get_config(), "odsgd")
+  config.optimizer.learning_rate = 0.1
+  config.strategy.local_lr = 0.5 / config.cluster.num_workers
+  config.strategy.warmup_steps = 200
+  return config
