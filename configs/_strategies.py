@@ -29,7 +29,7 @@ OPTIMIZER_CHANGES = {
     # N server steps per tick (one per arriving gradient), each with stale
     # gradients: momentum 0.9 diverges. Compare settings with
     #   python scripts/sweep.py --config configs/mnist1d.py:asgd \
-    #       --grid optimizer.momentum=0.0 --grid optimizer.learning_rate=0.025,0.05
+    #       --grid optimizer.momentum=0.0,0.9 --grid optimizer.learning_rate=0.0125,0.05
     "asgd": {"momentum": 0.0, "learning_rate_scale": 0.5},
     # A one-step delay shrinks the step sizes heavy-ball momentum tolerates: with
     # ssgd's momentum 0.9 / lr 0.1 it diverges (as does odsgd with local_lr=0).
