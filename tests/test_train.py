@@ -65,29 +65,26 @@ def test_same_config_on_1_and_8_devices_gives_same_parameters(small_config, tmp_
   assert_trees_close(states[0]["params"], states[1]["params"], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
-def test_crash_then_resume_equals_uninterrupted_run_bit_for_bit(small_config, tmp_path,
-                                                                monkeypatch, strategy):
-  config = _strategies.use_strategy(small_config, strategy)
-  if strategy == "odsgd":
-    config.strategy.warmup_steps = 5  # both phases before the checkpoint
-  config.optimizer.warmup_steps = min(config.optimizer.warmup_steps, 5)
+def _crash_at_step_15_then_resume(config, tmp_path, monkeypatch):
+  """Runs `config` straight, and with a crash at tick 15 and a resume; both must agree."""
   straight = str(tmp_path / "straight")
   train_and_evaluate(config, straight)
 
   resumed = str(tmp_path / "resumed")
-  real_next = TrainBatches.__next__
+  real_take = TrainBatches.take
+  ticks = []
 
-  def crash_at_step_15(self):
-    if self.position == 14:
+  def crash_at_tick_15(self, active=None):
+    ticks.append(1)
+    if len(ticks) == 15:
       raise KeyboardInterrupt("simulated crash")
-    return real_next(self)
+    return real_take(self, active)
 
-  monkeypatch.setattr(TrainBatches, "__next__", crash_at_step_15)
+  monkeypatch.setattr(TrainBatches, "take", crash_at_tick_15)
   with pytest.raises(KeyboardInterrupt):
     train_and_evaluate(config, resumed)
   assert sorted(os.listdir(os.path.join(resumed, "checkpoints"))) == ["10"]
-  monkeypatch.setattr(TrainBatches, "__next__", real_next)
+  monkeypatch.setattr(TrainBatches, "take", real_take)
   summary = train_and_evaluate(config, resumed)
 
   # the whole state: parameters, strategy state (pending gradients, global or
@@ -97,6 +94,31 @@ def test_crash_then_resume_equals_uninterrupted_run_bit_for_bit(small_config, tm
   assert without_timing(read_metrics(resumed)) == without_timing(read_metrics(straight))
   with open(os.path.join(straight, "summary.json")) as f:
     assert summary["test_accuracy"] == json.load(f)["test_accuracy"]
+  return straight
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_crash_then_resume_equals_uninterrupted_run_bit_for_bit(small_config, tmp_path,
+                                                                monkeypatch, strategy):
+  config = _strategies.use_strategy(small_config, strategy)
+  if strategy == "odsgd":
+    config.strategy.warmup_steps = 5  # both phases before the checkpoint
+  config.optimizer.warmup_steps = min(config.optimizer.warmup_steps, 5)
+  _crash_at_step_15_then_resume(config, tmp_path, monkeypatch)
+
+
+def test_heterogeneous_resume_keeps_each_workers_data_position(small_config, tmp_path,
+                                                               monkeypatch):
+  """Slow workers do not consume batches on ticks they are not active: after 20
+  ticks at speeds 1, 0.5, 0.25 (oscars) they have read 20, 10 and 5 batches."""
+  config = _strategies.use_strategy(small_config, "oscars")
+  config.cluster.num_workers = 4
+  config.cluster.speeds = (1.0, 1.0, 0.5, 0.25)
+  config.parallel.num_devices = 1
+  straight = _crash_at_step_15_then_resume(config, tmp_path, monkeypatch)
+  progress = os.path.join(straight, "checkpoints", "20", "progress", "metadata")
+  with open(progress) as f:
+    assert json.load(f)["data_positions"] == [20, 20, 10, 5]
 
 
 def test_rerunning_a_finished_run_reports_it_again(small_config, tmp_path):

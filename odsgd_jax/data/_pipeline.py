@@ -142,10 +142,14 @@ def worker_batches(
 
 
 class TrainBatches:
-  """Iterator over steps: this process's workers' batches, stacked, with prefetch.
+  """This process's workers' batches, tick by tick, stacked, with prefetch.
 
-  Yields dicts {"image": (W, B, ...), "label": (W, B)} where W = len(workers).
-  `position` is the next step's index; `seek(step)` moves there (for resuming).
+  `take(active)` returns {"image": (W, B, ...), "label": (W, B)}, W = len(workers),
+  each worker's batch at its own position; only workers marked `active` move on,
+  so a worker that did not finish a step on a tick gets the same batch again
+  (its batch is not consumed). While all workers are in step the batches come
+  from grain's prefetching iterator; once they drift apart, by random access.
+  `positions` (per worker) is what a checkpoint saves; `seek` restores it.
   """
 
   def __init__(
@@ -160,35 +164,55 @@ class TrainBatches:
       num_threads: int = 4,
       prefetch: int = 8,
   ):
-    per_worker = [
+    self._per_worker = [
         worker_batches(split, spec, worker=w, num_workers=num_workers,
                        batch_size=batch_size, seed=seed)
         for w in workers
     ]
-    steps = grain.MapDataset.range(len(per_worker[0]))
-    self._dataset = steps.map(lambda step: _stack([ds[step] for ds in per_worker]))
+    steps = grain.MapDataset.range(len(self._per_worker[0]))
+    self._in_step = steps.map(lambda step: _stack([ds[step] for ds in self._per_worker]))
     self._read_options = grain.ReadOptions(num_threads=num_threads, prefetch_buffer_size=prefetch)
-    self._position = 0
-    self._iterator = None
+    self._positions = np.zeros(len(self._per_worker), np.int64)
+    self._iterator, self._iterator_at = None, -1
+
+  @property
+  def positions(self) -> list[int]:
+    """Index of each worker's next batch."""
+    return self._positions.tolist()
 
   @property
   def position(self) -> int:
-    return self._position
+    """The common position of workers that are in step."""
+    if np.any(self._positions != self._positions[0]):
+      raise ValueError(f"workers are at different positions {self.positions}")
+    return int(self._positions[0])
 
-  def seek(self, step: int) -> None:
-    self._position = int(step)
+  def seek(self, positions: int | Sequence[int]) -> None:
+    self._positions = np.broadcast_to(np.asarray(positions, np.int64),
+                                      self._positions.shape).copy()
     self._iterator = None
+
+  def take(self, active: Sequence[bool] | None = None) -> dict[str, np.ndarray]:
+    """The next tick's batches; workers not `active` keep theirs for the next tick."""
+    if np.all(self._positions == self._positions[0]):
+      start = int(self._positions[0])
+      if self._iterator is None or self._iterator_at != start:
+        self._iterator = iter(self._in_step[start:].to_iter_dataset(self._read_options))
+        self._iterator_at = start
+      batch = next(self._iterator)
+      self._iterator_at += 1
+    else:
+      batch = _stack([ds[int(p)] for ds, p in zip(self._per_worker, self._positions,
+                                                   strict=True)])
+    moves = np.ones_like(self._positions) if active is None else np.asarray(active, np.int64)
+    self._positions = self._positions + moves
+    return batch
 
   def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
     return self
 
   def __next__(self) -> dict[str, np.ndarray]:
-    if self._iterator is None:
-      remaining = self._dataset[self._position:]
-      self._iterator = iter(remaining.to_iter_dataset(self._read_options))
-    batch = next(self._iterator)
-    self._position += 1
-    return batch
+    return self.take()
 
 
 def _stack(batches: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

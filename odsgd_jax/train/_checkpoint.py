@@ -11,8 +11,8 @@ class Checkpoints:
   """A run's checkpoints under `workdir/checkpoints`, one folder per saved step.
 
   Each holds "state" (the whole `TrainState`: parameters, BatchNorm statistics,
-  strategy and inner-optimizer state, rng) and "progress" (the data iterator's
-  position and the wall time spent so far). Saves are asynchronous; `close`
+  strategy and inner-optimizer state, rng) and "progress" (each worker's data
+  position, the wall time spent so far and the simulated clock). Saves are asynchronous; `close`
   waits for the last one, so a run that stops on an error keeps it intact.
   """
 

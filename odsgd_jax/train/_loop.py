@@ -109,7 +109,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     _write_json_atomically(os.path.join(workdir, "config.json"), config.to_dict())
   checkpoints = Checkpoints(workdir, train_cfg.max_checkpoints)
   state = init_state(model, tx, worker_mesh, spec.input_shape, train_cfg.seed)
-  progress = {"data_position": 0, "wall_time_s": 0.0}
+  progress = {"data_positions": 0, "wall_time_s": 0.0}
   resumed_step = checkpoints.latest_step()
   if resumed_step is not None:
     state, progress = checkpoints.restore(resumed_step, state)
@@ -123,7 +123,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       num_workers=num_workers, batch_size=batch_per_worker, seed=train_cfg.seed,
       num_threads=data_cfg.num_threads, prefetch=data_cfg.prefetch,
   )
-  batches.seek(progress["data_position"])
+  batches.seek(progress["data_positions"])
   batch_sharding = worker_mesh.sharding(parallel.BATCH)
   eval_batch_size = math.ceil(data_cfg.eval_batch_size / worker_mesh.num_devices) * (
       worker_mesh.num_devices)
@@ -177,8 +177,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
   try:
     for step in range(start_step + 1, train_cfg.num_steps + 1):
-      batch = jax.device_put(next(batches), batch_sharding)
-      state, metrics = train_step(state, batch, clock.schedule(step - 1))
+      schedule = clock.schedule(step - 1)
+      local_active = np.asarray(schedule.active)[first_worker:first_worker + workers_per_process]
+      batch = jax.device_put(batches.take(local_active), batch_sharding)
+      state, metrics = train_step(state, batch, schedule)
       if pending is not None:
         finish_step(*pending)
       pending = (step, metrics)
@@ -196,7 +198,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
           reached_target = (step, clock.time)
       if save_due:
         wall_time = progress["wall_time_s"] + time.perf_counter() - started
-        checkpoints.save(step, state, {"data_position": batches.position,
+        checkpoints.save(step, state, {"data_positions": batches.positions,
                                        "wall_time_s": wall_time, "clock": clock.state_dict(),
                                        "reached_target": reached_target})
     if pending is not None:
