@@ -57,8 +57,7 @@ def run_jax(name, inner, schedules, num_workers=N, with_logs=False, **options):
   history, logs = [], []
   for t, (active, order) in enumerate(schedules):
     schedule = Schedule(active=jnp.asarray(active[:num_workers]),
-                        arrival_order=jnp.asarray(order, jnp.int32)[order < num_workers],
-                        round_end=jnp.asarray(False), weights=jnp.ones(num_workers, jnp.float32))
+                        arrival_order=jnp.asarray(order, jnp.int32)[order < num_workers])
     x, opt_state = tick(x, opt_state, t, schedule)
     history.append(np.asarray(x))
     logs.append({k: float(v) for k, v in STRATEGIES[name].log(opt_state).items()})

@@ -5,7 +5,6 @@ from odsgd_jax.cluster._hardware import TOPOLOGIES as TOPOLOGIES
 from odsgd_jax.cluster._hardware import Network as Network
 from odsgd_jax.cluster._hardware import Workers as Workers
 from odsgd_jax.cluster._schedule import Schedule as Schedule
-from odsgd_jax.cluster._schedule import abstract_schedule as abstract_schedule
 from odsgd_jax.cluster._schedule import synchronous_schedule as synchronous_schedule
 from odsgd_jax.cluster._timelines import TickCost as TickCost
 from odsgd_jax.cluster._timelines import Timeline as Timeline

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from odsgd_jax.cluster._hardware import Network, Workers
-from odsgd_jax.cluster._schedule import Schedule
+from odsgd_jax.cluster._schedule import Schedule, synchronous_schedule
 
 _EPS = 1e-12
 
@@ -27,15 +27,6 @@ class TickCost:
   idle: np.ndarray
 
 
-def _all_active(num_workers: int, tick: int) -> Schedule:
-  return Schedule(
-      active=np.ones(num_workers, np.bool_),
-      arrival_order=np.roll(np.arange(num_workers, dtype=np.int32), -(tick % num_workers)),
-      round_end=np.asarray(False),
-      weights=np.ones(num_workers, np.float32),
-  )
-
-
 class Timeline:
   """Base: every worker active on every tick; subclasses say what a tick costs."""
 
@@ -44,7 +35,7 @@ class Timeline:
     self.num_workers = workers.num_workers
 
   def schedule(self, tick: int) -> Schedule:
-    return _all_active(self.num_workers, tick)
+    return synchronous_schedule(tick, self.num_workers)
 
   def cost(self, tick: int, round_end: bool = False) -> TickCost:
     raise NotImplementedError
@@ -140,8 +131,7 @@ class OscarsTimeline(Timeline):
     self.progress = self.progress + self.tick_length
     active = self.progress >= compute - _EPS
     self.progress = np.where(active, self.progress - compute, self.progress)
-    return Schedule(active=active, arrival_order=np.arange(self.num_workers, dtype=np.int32),
-                    round_end=np.asarray(False), weights=active.astype(np.float32))
+    return Schedule(active=active, arrival_order=np.arange(self.num_workers, dtype=np.int32))
 
   def cost(self, tick, round_end=False):
     del tick
@@ -180,8 +170,7 @@ class AsynchronousTimeline(Timeline):
     restart = self.lands + self.message  # after pulling the new weights
     next_compute = self.workers.compute_times(tick + 1)
     self.lands = np.where(active, restart + next_compute + self.message, self.lands)
-    return Schedule(active=active, arrival_order=order.astype(np.int32),
-                    round_end=np.asarray(False), weights=np.ones(self.num_workers, np.float32))
+    return Schedule(active=active, arrival_order=order.astype(np.int32))
 
   def cost(self, tick, round_end=False):
     del round_end
