@@ -97,6 +97,15 @@ class Network:
     return (_ring(per_node, num_bytes, self.intra_bandwidth, self.latency)
             + _ring(nodes, num_bytes, self.bandwidth, self.latency))
 
+  def allgather_time(self, num_workers: int, num_bytes: float) -> float:
+    """Every worker receiving every other worker's `num_bytes` message (ring all-gather:
+    (N-1) * S/B + (N-1) * latency; ps: the server relays N messages to N workers)."""
+    if num_workers <= 1:
+      return 0.0
+    if self.topology == "ps":
+      return 2 * num_workers * num_bytes / self.bandwidth + 2 * self.latency
+    return (num_workers - 1) * (num_bytes / self.bandwidth + self.latency)
+
   def message_time(self, num_bytes: float) -> float:
     """One worker's message to (or from) a parameter server: S/B + latency."""
     return num_bytes / self.bandwidth + self.latency

@@ -33,6 +33,7 @@ class Timeline:
   def __init__(self, workers: Workers, network: Network, message_bytes: float):
     self.workers, self.network, self.message_bytes = workers, network, float(message_bytes)
     self.num_workers = workers.num_workers
+    self.gathers = False  # compressed messages that are all-gathered, not all-reduced
 
   def schedule(self, tick: int) -> Schedule:
     return synchronous_schedule(tick, self.num_workers)
@@ -41,6 +42,9 @@ class Timeline:
     raise NotImplementedError
 
   def allreduce_time(self) -> float:
+    """The synchronization of one message per worker (`message_bytes` each)."""
+    if self.gathers:
+      return self.network.allgather_time(self.num_workers, self.message_bytes)
     return self.network.allreduce_time(self.num_workers, self.message_bytes)
 
   def state_dict(self) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import optax
 
 from odsgd_jax.strategies import _collectives as coll
+from odsgd_jax.strategies import _compression as comp
 from odsgd_jax.strategies._schedules import default_schedule
 
 
@@ -19,11 +20,13 @@ class AsgdState(NamedTuple):
   pulled_version: jax.Array  # shape=(), int32: server_version when this worker last pulled
   staleness_mean: jax.Array  # shape=(), float32: mean staleness of this tick's gradients
   staleness_max: jax.Array  # shape=(), int32: max staleness of this tick's gradients
+  communication: Any  # compression state (error feedback, ...) or None
 
 
 def asgd(
     inner: optax.GradientTransformation, *, axis_name: coll.AxisName,
     delay_compensation: float = 0.0,
+    compression: "str | comp.Communication | None" = None,
 ) -> optax.GradientTransformationExtraArgs:
   """Asynchronous SGD: arriving gradients are applied one at a time on a server copy.
 
@@ -45,6 +48,10 @@ def asgd(
     inner: the server's optimizer.
     axis_name: the worker axis (or tuple of axes).
     delay_compensation: lambda of DC-ASGD (Zheng et al. 2017); 0 is plain ASGD.
+    compression: how a pushed gradient travels (None, a spec such as "topk:0.01", or a
+      `Communication`). Each worker's decompressed gradient is then all-gathered
+      densely: the simulated server applies them one by one, and the bits charged
+      are the compressed ones.
 
   Returns:
     An `optax.GradientTransformationExtraArgs`; `update` takes `schedule=`
@@ -64,12 +71,14 @@ def asgd(
     Zheng et al., Asynchronous SGD with Delay Compensation, arXiv:1609.08326.
   """
   inner = optax.with_extra_args_support(inner)
+  communication = comp.parse_communication(compression)
 
   def init_fn(params):
     return AsgdState(
         server_params=params, server_inner_state=inner.init(params),
         server_version=jnp.zeros((), jnp.int32), pulled_version=jnp.zeros((), jnp.int32),
         staleness_mean=jnp.zeros((), jnp.float32), staleness_max=jnp.zeros((), jnp.int32),
+        communication=comp.init_state(communication, params),
     )
 
   def update_fn(grads, state, params=None, *, schedule=None, **extra_args):
@@ -77,6 +86,10 @@ def asgd(
     num_workers = coll.num_workers(axis_name)
     me = coll.worker_index(axis_name)
     schedule = schedule if schedule is not None else default_schedule(num_workers)
+    comm_state = state.communication
+    if communication is not None:
+      arrives = schedule.active[me]
+      _, grads, comm_state = communication.exchange(grads, comm_state, axis_name, arrives)
     all_grads = coll.all_gather(grads, axis_name)
     all_params = coll.all_gather(params, axis_name) if delay_compensation else None
     pulled_versions = coll.all_gather(state.pulled_version, axis_name)
@@ -109,7 +122,7 @@ def asgd(
     new_state = AsgdState(
         server_params=server, server_inner_state=inner_state, server_version=version,
         pulled_version=my_version, staleness_mean=(stale_sum / arrivals).astype(jnp.float32),
-        staleness_max=stale_max,
+        staleness_max=stale_max, communication=comm_state,
     )
     return optax.tree.sub(mine, params), new_state
 

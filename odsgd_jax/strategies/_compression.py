@@ -29,11 +29,17 @@ from odsgd_jax.strategies import _collectives as coll
 
 
 class Compressor(NamedTuple):
-  """init(params) -> state; exchange(tree, state, key, axis_name) -> (mean, own, state, bits)."""
+  """init(params) -> state; exchange(tree, state, key, axis_name) -> (mean, own, state, bits).
+
+  `collective` is how the messages travel ("allreduce" or "allgather"), so that the
+  simulator charges the right pattern.
+  """
 
   init: Callable[[Any], Any]
   exchange: Callable[..., tuple[Any, Any, Any, jax.Array]]
   name: str
+  collective: str = "allreduce"
+  unbiased: bool = False  # error feedback is for biased compressors; off by default here
 
 
 def _bits(value) -> jax.Array:
@@ -45,7 +51,7 @@ def _no_state(params):
   return ()
 
 
-def _per_leaf(leaf_exchange, name):
+def _per_leaf(leaf_exchange, name, collective="allreduce", unbiased=False):
   """A compressor that treats every tensor on its own, with no state."""
 
   def exchange(tree, state, key, axis_name):
@@ -57,7 +63,7 @@ def _per_leaf(leaf_exchange, name):
     bits = sum((r[2] for r in results), _bits(0))
     return mean, own, state, bits
 
-  return Compressor(_no_state, exchange, name)
+  return Compressor(_no_state, exchange, name, collective, unbiased)
 
 
 def none() -> Compressor:
@@ -101,12 +107,14 @@ def topk(ratio: float) -> Compressor:
     mean = summed / all_index.shape[0]
     return mean.reshape(x.shape), own.reshape(x.shape), _bits(k * (32 + 8 * x.dtype.itemsize))
 
-  return _per_leaf(leaf, f"topk({ratio})")
+  return _per_leaf(leaf, f"topk({ratio})", "allgather")
 
 
-def randomk(ratio: float) -> Compressor:
-  """k = ceil(ratio n) random entries scaled by n/k (unbiased); every worker draws the
-  same indices from the shared key, so only the k values travel."""
+def randomk(ratio: float, rescale: bool = False) -> Compressor:
+  """k = ceil(ratio n) random entries; every worker draws the same indices from the
+  shared key, so only the k values travel. `rescale=True` multiplies them by n/k
+  (unbiased, high variance); the default keeps them as they are and relies on error
+  feedback (sparsified SGD with memory, Stich et al.)."""
   if not 0 < ratio <= 1:
     raise ValueError(f"randomk ratio must be in (0, 1], got {ratio}")
 
@@ -114,34 +122,43 @@ def randomk(ratio: float) -> Compressor:
     flat = x.reshape(-1)
     k = max(1, math.ceil(ratio * flat.size))
     index = jax.random.choice(key, flat.size, (k,), replace=False)
-    values = flat[index] * (flat.size / k)
+    values = flat[index] * (flat.size / k if rescale else 1.0)
     own = jnp.zeros_like(flat).at[index].set(values)
     mean = jnp.zeros_like(flat).at[index].set(jax.lax.pmean(values, axis_name))
     return mean.reshape(x.shape), own.reshape(x.shape), _bits(k * 8 * x.dtype.itemsize)
 
-  return _per_leaf(leaf, f"randomk({ratio})")
+  return _per_leaf(leaf, f"randomk({ratio})", unbiased=rescale)
 
 
-def qsgd(levels: int = 4) -> Compressor:
-  """QSGD: |x_j| / ||x|| stochastically rounded to one of `levels` levels (unbiased);
-  sends int8 codes sign * level and the norm."""
+def qsgd(levels: int = 4, bucket: int = 512) -> Compressor:
+  """QSGD: in buckets of `bucket` entries, |x_j| / ||bucket|| stochastically rounded to
+  one of `levels` levels (unbiased); sends int8 codes sign * level and one norm per
+  bucket. Bucketing bounds the variance (Alistarh et al. use 512)."""
   if not 1 <= levels <= 127:
     raise ValueError(f"qsgd levels must be in [1, 127], got {levels}")
   code_bits = math.ceil(math.log2(2 * levels + 1))
 
   def leaf(x, key, axis_name):
-    norm = jnp.linalg.norm(x.astype(jnp.float32))
-    scaled = jnp.abs(x.astype(jnp.float32)) / jnp.maximum(norm, 1e-30) * levels
+    key = jax.random.fold_in(key, coll.worker_index(axis_name))  # independent rounding
+    flat = x.reshape(-1).astype(jnp.float32)
+    buckets = -(-flat.size // bucket)
+    padded = jnp.pad(flat, (0, buckets * bucket - flat.size)).reshape(buckets, bucket)
+    norms = jnp.linalg.norm(padded, axis=1, keepdims=True)
+    scaled = jnp.abs(padded) / jnp.maximum(norms, 1e-30) * levels
     lower = jnp.floor(scaled)
-    level = lower + (jax.random.uniform(key, x.shape) < scaled - lower)
-    codes = (jnp.sign(x) * level).astype(jnp.int8)
-    decode = lambda c, n: (c.astype(jnp.float32) * n / levels).astype(x.dtype)
-    all_codes = coll.all_gather(codes, axis_name)
-    all_norms = coll.all_gather(norm, axis_name)
-    decoded = jax.vmap(decode)(all_codes, all_norms)
-    return decoded.mean(0), decode(codes, norm), _bits(x.size * code_bits + 32)
+    level = lower + (jax.random.uniform(key, padded.shape) < scaled - lower)
+    codes = (jnp.sign(padded) * level).astype(jnp.int8)
 
-  return _per_leaf(leaf, f"qsgd({levels})")
+    def decode(c, n):
+      return (c.astype(jnp.float32) * n / levels).reshape(-1)[:flat.size].reshape(x.shape)
+
+    all_codes = coll.all_gather(codes, axis_name)
+    all_norms = coll.all_gather(norms, axis_name)
+    decoded = jax.vmap(decode)(all_codes, all_norms)
+    return (decoded.mean(0).astype(x.dtype), decode(codes, norms).astype(x.dtype),
+            _bits(flat.size * code_bits + 32 * buckets))
+
+  return _per_leaf(leaf, f"qsgd({levels})", "allgather", unbiased=True)
 
 
 def sign() -> Compressor:
@@ -157,7 +174,7 @@ def sign() -> Compressor:
     decoded = jax.vmap(decode)(all_signs, all_scales)
     return decoded.mean(0), decode(signs, scale), _bits(x.size + 32)
 
-  return _per_leaf(leaf, "sign")
+  return _per_leaf(leaf, "sign", "allgather")
 
 
 def powersgd(rank: int = 2) -> Compressor:
@@ -176,7 +193,7 @@ def powersgd(rank: int = 2) -> Compressor:
     def leaf_state(x):
       matrix = as_matrix(x)
       if matrix is None:
-        return jnp.zeros((0,), x.dtype)
+        return jnp.zeros((1,), x.dtype)  # vectors travel uncompressed; orbax needs size > 0
       columns = min(rank, *matrix.shape)
       key = jax.random.PRNGKey(matrix.shape[0] * 7919 + matrix.shape[1])  # same on every worker
       return jax.random.normal(key, (matrix.shape[1], columns), x.dtype)
@@ -225,27 +242,113 @@ def init_communication(compressor: Compressor, params: Any) -> CommunicationStat
 
 def compressed_mean(tree: Any, state: CommunicationState, compressor: Compressor, axis_name,
                     *, error_feedback: bool = True, warmup_steps: int = 0,
-                    key: jax.Array | None = None) -> tuple[Any, CommunicationState]:
-  """The mean over workers of `tree` as it arrives through `compressor`.
+                    key: jax.Array | None = None,
+                    sending: jax.Array | None = None) -> tuple[Any, Any, CommunicationState]:
+  """The mean over workers of `tree` as it arrives through `compressor`, this worker's
+  own decompressed message, and the new state.
 
   With error feedback each worker sends C(x_i + e_i) and keeps e_i <- x_i + e_i - c_i,
   so everything it ever wanted to send is sent eventually: sum of sent + residual ==
-  sum of inputs. The first `warmup_steps` exchanges are uncompressed.
+  sum of inputs. The first `warmup_steps` exchanges are uncompressed. A worker with
+  `sending` False contributes zeros and keeps its residual.
   """
   key = jax.random.PRNGKey(0) if key is None else key
   key = jax.random.fold_in(key, state.count)  # the same on every worker: randomk's indices
+  sending = jnp.ones((), bool) if sending is None else sending
   corrected = jax.tree.map(jnp.add, tree, state.error) if error_feedback else tree
+  corrected = jax.tree.map(lambda x: jnp.where(sending, x, jnp.zeros_like(x)), corrected)
   mean, own, compressor_state, bits = compressor.exchange(corrected, state.compressor_state,
                                                           key, axis_name)
-  error = jax.tree.map(jnp.subtract, corrected, own) if error_feedback else state.error
+  error = state.error
+  if error_feedback:
+    error = jax.tree.map(lambda c, o, e: jnp.where(sending, c - o, e), corrected, own, error)
   if warmup_steps:
-    plain_mean, _, _, plain_bits = none().exchange(tree, (), key, axis_name)
+    plain = jax.tree.map(lambda x: jnp.where(sending, x, jnp.zeros_like(x)), tree)
+    plain_mean, _, _, plain_bits = none().exchange(plain, (), key, axis_name)
     warm = state.count < warmup_steps
     pick = lambda a, b: jax.tree.map(lambda u, v: jnp.where(warm, u, v), a, b)
     mean, error = pick(plain_mean, mean), pick(state.error, error)
     compressor_state = pick(state.compressor_state, compressor_state)
     bits = jnp.where(warm, plain_bits, bits)
-  return mean, CommunicationState(error, compressor_state, state.count + 1, bits)
+  bits = jnp.where(sending, bits, 0.0)
+  return mean, own, CommunicationState(error, compressor_state, state.count + 1, bits)
+
+
+class Communication(NamedTuple):
+  """How a strategy's all-reduce travels: a compressor, error feedback, a warm-up.
+
+  `error_feedback=None` picks the compressor's default: on for the biased ones
+  (topk, sign, powersgd, cast), off for the unbiased ones (qsgd, randomk), whose
+  variance error feedback would feed back.
+  """
+
+  compressor: Compressor
+  error_feedback: bool | None = None
+  warmup_steps: int = 0
+
+  @property
+  def uses_error_feedback(self) -> bool:
+    if self.error_feedback is None:
+      return not self.compressor.unbiased
+    return self.error_feedback
+
+  def init(self, params: Any) -> CommunicationState:
+    return init_communication(self.compressor, params)
+
+  def mean(self, tree: Any, state: CommunicationState, axis_name,
+           sending: jax.Array | None = None) -> tuple[Any, CommunicationState]:
+    """The workers' mean of `tree` after compression."""
+    mean, _, state = self.exchange(tree, state, axis_name, sending)
+    return mean, state
+
+  def exchange(self, tree, state, axis_name, sending=None):
+    """(mean, this worker's decompressed message, new state)."""
+    return compressed_mean(tree, state, self.compressor, axis_name,
+                           error_feedback=self.uses_error_feedback,
+                           warmup_steps=self.warmup_steps, sending=sending)
+
+
+def all_reduce_mean(communication: "Communication | None", tree: Any, state: Any, axis_name,
+                    sending: jax.Array | None = None) -> tuple[Any, Any]:
+  """The one mechanism every strategy's averaging goes through: a plain pmean
+  without compression, the compressed exchange with it. Returns (mean, state)."""
+  if communication is None:
+    if sending is not None:
+      tree = jax.tree.map(lambda x: jnp.where(sending, x, jnp.zeros_like(x)), tree)
+    return jax.lax.pmean(tree, axis_name), state
+  return communication.mean(tree, state, axis_name, sending)
+
+
+def record_dense(state: "CommunicationState | None", tree: Any):
+  """Account for an uncompressed all-reduce of `tree` (e.g. odsgd's synchronous warm-up)."""
+  if state is None:
+    return None
+  bits = sum(x.size * 8 * x.dtype.itemsize for x in jax.tree.leaves(tree))
+  return state._replace(count=state.count + 1, bits=jnp.asarray(bits, jnp.float32))
+
+
+def init_state(communication: "Communication | None", params: Any):
+  return None if communication is None else communication.init(params)
+
+
+def parse_communication(spec: "str | Communication | None") -> "Communication | None":
+  """None/"" -> None; "topk:0.01" or "topk:0.01,error_feedback=false,warmup=100"."""
+  if spec is None or isinstance(spec, Communication):
+    return spec
+  if not spec or spec == "none":
+    return None
+  compressor_spec, *settings = [part.strip() for part in spec.split(",")]
+  options = {}
+  for setting in settings:
+    key, _, value = setting.partition("=")
+    if key == "error_feedback" and value.lower() in ("true", "false"):
+      options["error_feedback"] = value.lower() == "true"
+    elif key == "warmup" and value.isdigit():
+      options["warmup_steps"] = int(value)
+    else:
+      raise ValueError(f"compression {spec!r}: unknown setting {setting!r} (allowed: "
+                       f"error_feedback=true|false, warmup=<steps>)")
+  return Communication(parse_compressor(compressor_spec), **options)
 
 
 COMPRESSORS: dict[str, Callable[..., Compressor]] = {

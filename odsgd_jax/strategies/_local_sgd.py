@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import optax
 
 from odsgd_jax.strategies import _collectives as coll
+from odsgd_jax.strategies import _compression as comp
 from odsgd_jax.strategies._schedules import default_schedule
 
 ADAPT_MODES = ("fixed", "linear", "loss")
@@ -25,14 +26,17 @@ class LocalSgdState(NamedTuple):
   loss_sum: jax.Array  # local, shape=(), float32: sum of this worker's losses this round
   first_round_loss: jax.Array  # shape=(), float32: mean loss of round 0 (0 until known)
   last_round_loss: jax.Array  # shape=(), float32: mean loss of the last finished round
+  communication: Any  # compression state of the round-end exchange, or None
 
 
-def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt, heterogeneous):
+def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt, heterogeneous,
+                 compression=None):
   if period < 1:
     raise ValueError(f"period must be >= 1, got {period}")
   if adapt not in ADAPT_MODES:
     raise ValueError(f"adapt={adapt!r} is not one of {ADAPT_MODES}")
   inner = optax.with_extra_args_support(inner)
+  communication = comp.parse_communication(compression)
 
   def init_fn(params):
     zero_i, zero_f = jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32)
@@ -42,6 +46,7 @@ def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt,
         tick=zero_i, period=jnp.asarray(period, jnp.int32), local_steps=zero_i,
         last_round_steps=zero_i,
         loss_sum=zero_f, first_round_loss=zero_f, last_round_loss=zero_f,
+        communication=comp.init_state(communication, params),
     )
 
   def next_period(state, round_loss):
@@ -70,10 +75,15 @@ def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt,
 
     def synchronize(_):
       weight = local_steps.astype(jnp.float32) if heterogeneous else jnp.ones((), jnp.float32)
-      total = jax.lax.psum(weight, axis_name)
-      summed = jax.lax.psum(jax.tree.map(lambda x: weight * x, local_params), axis_name)
-      average = jax.tree.map(lambda s, a: jnp.where(total > 0, s / jnp.maximum(total, 1e-12), a)
-                             .astype(a.dtype), summed, state.anchor)
+      mean_weight = jax.lax.pmean(weight, axis_name)
+      # The weighted mean of the workers' moves away from the anchor (what travels):
+      # xbar = anchor - mean_i(w_i (anchor - x_i)) / mean_i(w_i)
+      moves = jax.tree.map(lambda a, x: weight * (a - x), state.anchor, local_params)
+      mean_move, comm_state = comp.all_reduce_mean(communication, moves, state.communication,
+                                                   axis_name)
+      average = jax.tree.map(
+          lambda a, m: jnp.where(mean_weight > 0, a - m / jnp.maximum(mean_weight, 1e-12), a)
+          .astype(a.dtype), state.anchor, mean_move)
       if outer is None:
         anchor, outer_state = average, state.outer_state
       else:  # DiLoCo-style: an outer optimizer step on the pseudo-gradient
@@ -94,7 +104,7 @@ def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt,
           loss_sum=jnp.zeros((), jnp.float32),
           first_round_loss=jnp.where(state.first_round_loss > 0, state.first_round_loss,
                                      round_loss),
-          last_round_loss=round_loss,
+          last_round_loss=round_loss, communication=comm_state,
       )
       return anchor, new_state
 
@@ -116,6 +126,7 @@ def local_sgd(
     period: int,
     outer: optax.GradientTransformation | None = None,
     average_inner_state: bool = False,
+    compression: "str | comp.Communication | None" = None,
 ) -> optax.GradientTransformationExtraArgs:
   """Local SGD: every worker steps alone; every `period` steps they average.
 
@@ -135,6 +146,7 @@ def local_sgd(
     outer: optimizer applied to the pseudo-gradient x_anchor - xbar, e.g.
       `optax.sgd(0.7, momentum=0.9, nesterov=True)`; None is plain averaging.
     average_inner_state: also average the inner optimizer states at a round end.
+    compression: how the round-end model deltas travel (None, "topk:0.01", ...).
 
   Returns:
     An `optax.GradientTransformationExtraArgs`.
@@ -145,7 +157,7 @@ def local_sgd(
   """
   return _round_based(inner, axis_name=axis_name, period=period, outer=outer,
                       average_inner_state=average_inner_state, adapt="fixed",
-                      heterogeneous=False)
+                      heterogeneous=False, compression=compression)
 
 
 def oscars(
@@ -155,6 +167,7 @@ def oscars(
     period: int,
     adapt: str = "fixed",
     outer: optax.GradientTransformation | None = None,
+    compression: "str | comp.Communication | None" = None,
 ) -> optax.GradientTransformationExtraArgs:
   """Oscars: semi-synchronous local SGD for heterogeneous clusters (reconstruction).
 
@@ -181,6 +194,7 @@ def oscars(
     period: ticks in the first round, H_0.
     adapt: "fixed", "linear" or "loss".
     outer: optimizer on the pseudo-gradient; None is plain weighted averaging.
+    compression: how the round-end model deltas travel (None, "topk:0.01", ...).
 
   Returns:
     An `optax.GradientTransformationExtraArgs`; `update` takes `schedule=` and
@@ -193,7 +207,8 @@ def oscars(
     Local-Update SGD (AdaComm), arXiv:1810.08313.
   """
   return _round_based(inner, axis_name=axis_name, period=period, outer=outer,
-                      average_inner_state=False, adapt=adapt, heterogeneous=True)
+                      average_inner_state=False, adapt=adapt, heterogeneous=True,
+                      compression=compression)
 
 
 def local_sgd_model_params(worker_params: Any, worker_opt_state: LocalSgdState) -> Any:

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import optax
 
 from odsgd_jax.strategies import _collectives as coll
+from odsgd_jax.strategies import _compression as comp
 
 LOCAL_OPTIMIZERS = ("sgd", "momentum", "dcasgd")
 
@@ -19,6 +20,7 @@ class OdsgdState(NamedTuple):
   pending_grads: Any  # this worker's gradient of the previous step, P_i
   local_momentum: Any  # this worker's local momentum buffer ("momentum" only, else None)
   count: jax.Array  # shape=(), int32: steps taken
+  communication: Any  # compression state (error feedback, ...) or None
 
 
 def odsgd(
@@ -31,6 +33,7 @@ def odsgd(
     dc_lambda: float = 2.0,
     local_momentum: float = 0.9,
     local_weight_decay: float = 0.0,
+    compression: "str | comp.Communication | None" = None,
 ) -> optax.GradientTransformationExtraArgs:
   """One-step-delay SGD: the all-reduce of step t overlaps the compute of step t+1.
 
@@ -66,6 +69,8 @@ def odsgd(
     dc_lambda: lambda of the "dcasgd" local optimizer.
     local_momentum: mu of the "momentum" local optimizer.
     local_weight_decay: wd of the local optimizer.
+    compression: how the delayed all-reduce travels (not the warm-up's): None (plain float32), a spec such as
+      "topk:0.01" / "qsgd:4,error_feedback=false,warmup=100", or a `Communication`.
 
   Returns:
     An `optax.GradientTransformationExtraArgs`.
@@ -80,13 +85,15 @@ def odsgd(
     raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
   inner = optax.with_extra_args_support(inner)
   local_lr_fn = local_lr if callable(local_lr) else (lambda count: local_lr)
+  communication = comp.parse_communication(compression)
 
   def init_fn(params):
     zeros = optax.tree.zeros_like(params)
     momentum = zeros if local_optimizer == "momentum" else None
     return OdsgdState(global_params=params, inner_state=inner.init(params),
                       pending_grads=zeros, local_momentum=momentum,
-                      count=jnp.zeros((), jnp.int32))
+                      count=jnp.zeros((), jnp.int32),
+                      communication=comp.init_state(communication, params))
 
   def compensate(global_params, previous_global, grads, momentum, count):
     """LocalOpt(W, g_i): this worker's parameters for the next step."""
@@ -105,7 +112,8 @@ def odsgd(
     return params, momentum
 
   def delayed_step(grads, state):
-    mean_pending = jax.lax.pmean(state.pending_grads, axis_name)
+    mean_pending, comm_state = comp.all_reduce_mean(communication, state.pending_grads,
+                                                     state.communication, axis_name)
     step, inner_state = inner.update(mean_pending, state.inner_state, state.global_params)
     has_pending = state.count > warmup_steps  # the first delayed step has nothing pending
     global_params = optax.tree.where(
@@ -114,14 +122,15 @@ def odsgd(
     params, momentum = compensate(global_params, state.global_params, grads,
                                   state.local_momentum, state.count)
     return params, OdsgdState(global_params, inner_state, grads, momentum,
-                              optax.safe_increment(state.count))
+                              optax.safe_increment(state.count), comm_state)
 
   def synchronous_step(grads, state):
     mean_grads = jax.lax.pmean(grads, axis_name)
     step, inner_state = inner.update(mean_grads, state.inner_state, state.global_params)
     global_params = optax.apply_updates(state.global_params, step)
     return global_params, OdsgdState(global_params, inner_state, state.pending_grads,
-                                     state.local_momentum, optax.safe_increment(state.count))
+                                     state.local_momentum, optax.safe_increment(state.count),
+                                     comp.record_dense(state.communication, grads))
 
   def update_fn(grads, state, params=None, **extra_args):
     del extra_args

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import optax
 
 from odsgd_jax.strategies import _collectives as coll
+from odsgd_jax.strategies import _compression as comp
 
 CONFIDENCE_MODES = ("adaptive", "fixed")
 _EPSILON = 1e-12
@@ -22,6 +23,7 @@ class PseudoSyncState(NamedTuple):
   error_abs_mean: Any  # M: smoothed absolute prediction error
   alpha: Any  # per tensor, float32: confidence in the newest gradient last used
   count: jax.Array  # shape=(), int32: steps taken
+  communication: Any  # compression state (error feedback, ...) or None
 
 
 def pseudo_sync(
@@ -32,6 +34,7 @@ def pseudo_sync(
     phi: float = 0.9,
     alpha_min: float = 0.1,
     alpha: float = 0.5,
+    compression: "str | comp.Communication | None" = None,
 ) -> optax.GradientTransformationExtraArgs:
   """Updates with a gradient predicted from synchronized history (reconstruction).
 
@@ -57,6 +60,8 @@ def pseudo_sync(
     phi: smoothing factor of the tracking signal.
     alpha_min: lower bound of the adaptive confidence.
     alpha: the constant confidence of "fixed".
+    compression: how the all-reduce travels: None (plain float32), a spec such as
+      "topk:0.01" / "qsgd:4,error_feedback=false,warmup=100", or a `Communication`.
 
   Returns:
     An `optax.GradientTransformationExtraArgs`.
@@ -68,6 +73,7 @@ def pseudo_sync(
   if confidence not in CONFIDENCE_MODES:
     raise ValueError(f"confidence={confidence!r} is not one of {CONFIDENCE_MODES}")
   inner = optax.with_extra_args_support(inner)
+  communication = comp.parse_communication(compression)
 
   def init_fn(params):
     zeros = optax.tree.zeros_like(params)
@@ -75,12 +81,13 @@ def pseudo_sync(
         inner_state=inner.init(params), pending_grads=zeros, prediction=zeros,
         error_mean=zeros, error_abs_mean=zeros,
         alpha=jax.tree.map(lambda _: jnp.ones((), jnp.float32), params),
-        count=jnp.zeros((), jnp.int32),
+        count=jnp.zeros((), jnp.int32), communication=comp.init_state(communication, params),
     )
 
   def update_fn(grads, state, params=None, **extra_args):
     del extra_args
-    mean_pending = jax.lax.pmean(state.pending_grads, axis_name)
+    mean_pending, comm_state = comp.all_reduce_mean(communication, state.pending_grads,
+                                                     state.communication, axis_name)
     first = state.count == 1  # the first gradient: no history to smooth with
     previous = optax.tree.where(first, mean_pending, state.prediction)
     error = optax.tree.sub(mean_pending, previous)
@@ -104,6 +111,7 @@ def pseudo_sync(
         error_mean=keep(error_mean, state.error_mean),
         error_abs_mean=keep(error_abs_mean, state.error_abs_mean),
         alpha=keep(alphas, state.alpha), count=optax.safe_increment(state.count),
+        communication=comm_state,
     )
     return optax.tree.where(has_pending, step, optax.tree.zeros_like(step)), new_state
 

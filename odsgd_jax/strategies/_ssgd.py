@@ -5,6 +5,8 @@ from typing import Any, NamedTuple
 import jax
 import optax
 
+from odsgd_jax.strategies import _compression as comp
+
 AxisName = str | tuple[str, ...]
 
 
@@ -12,10 +14,12 @@ class SsgdState(NamedTuple):
   """State of `ssgd`: only the inner optimizer's."""
 
   inner_state: Any  # the inner optimizer's state, same on every worker
+  communication: Any  # compression state (error feedback, ...) or None
 
 
 def ssgd(
-    inner: optax.GradientTransformation, *, axis_name: AxisName
+    inner: optax.GradientTransformation, *, axis_name: AxisName,
+    compression: "str | comp.Communication | None" = None,
 ) -> optax.GradientTransformationExtraArgs:
   """Synchronizes gradients with a mean over `axis_name`, then applies `inner`.
 
@@ -32,6 +36,8 @@ def ssgd(
       `optax.sgd(0.1, momentum=0.9)`.
     axis_name: the worker axis (or tuple of axes) to average over. Must be bound
       by the caller, e.g. by `jax.shard_map` or `jax.vmap(..., axis_name=...)`.
+    compression: how the all-reduce travels: None (plain float32), a spec such as
+      "topk:0.01" / "qsgd:4,error_feedback=false,warmup=100", or a `Communication`.
 
   Returns:
     An `optax.GradientTransformationExtraArgs`; `update` ignores extra arguments
@@ -49,15 +55,18 @@ def ssgd(
     [-0.15000000596046448, -0.15000000596046448, -0.15000000596046448, -0.15000000596046448]
   """
   inner = optax.with_extra_args_support(inner)
+  communication = comp.parse_communication(compression)
 
   def init_fn(params):
-    return SsgdState(inner_state=inner.init(params))
+    return SsgdState(inner_state=inner.init(params),
+                     communication=comp.init_state(communication, params))
 
   def update_fn(updates, state, params=None, **extra_args):
     del extra_args  # synchronous: the schedule does not change the math
-    mean_grads = jax.lax.pmean(updates, axis_name)
+    mean_grads, comm_state = comp.all_reduce_mean(communication, updates, state.communication,
+                                                  axis_name)
     updates, inner_state = inner.update(mean_grads, state.inner_state, params)
-    return updates, SsgdState(inner_state=inner_state)
+    return updates, SsgdState(inner_state=inner_state, communication=comm_state)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 

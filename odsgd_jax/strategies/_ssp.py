@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import optax
 
 from odsgd_jax.strategies import _collectives as coll
+from odsgd_jax.strategies import _compression as comp
 from odsgd_jax.strategies._schedules import default_schedule
 
 
@@ -18,10 +19,12 @@ class SspState(NamedTuple):
   clock: jax.Array  # shape=(), int32: steps this worker has pushed
   clock_gap: jax.Array  # shape=(), int32: fastest minus slowest clock after this tick
   blocked: jax.Array  # shape=(), int32: workers held back by the bound on this tick
+  communication: Any  # compression state (error feedback, ...) or None
 
 
 def ssp(
-    inner: optax.GradientTransformation, *, axis_name: coll.AxisName, staleness: int
+    inner: optax.GradientTransformation, *, axis_name: coll.AxisName, staleness: int,
+    compression: "str | comp.Communication | None" = None,
 ) -> optax.GradientTransformationExtraArgs:
   """Stale synchronous parallel: a worker may run at most `staleness` clocks ahead.
 
@@ -42,6 +45,8 @@ def ssp(
     inner: the server's optimizer.
     axis_name: the worker axis (or tuple of axes).
     staleness: the bound s >= 0 on how many clocks a worker may lead the slowest.
+    compression: how the pushes travel (only pushers send): None (plain float32), a spec such as
+      "topk:0.01" / "qsgd:4,error_feedback=false,warmup=100", or a `Communication`.
 
   Returns:
     An `optax.GradientTransformationExtraArgs`; `update` takes `schedule=`.
@@ -53,11 +58,13 @@ def ssp(
   if staleness < 0:
     raise ValueError(f"staleness must be >= 0, got {staleness}")
   inner = optax.with_extra_args_support(inner)
+  communication = comp.parse_communication(compression)
 
   def init_fn(params):
     zero = jnp.zeros((), jnp.int32)
     return SspState(server_params=params, server_inner_state=inner.init(params), clock=zero,
-                    clock_gap=zero, blocked=zero)
+                    clock_gap=zero, blocked=zero,
+                    communication=comp.init_state(communication, params))
 
   def update_fn(grads, state, params=None, *, schedule=None, **extra_args):
     del extra_args
@@ -67,8 +74,9 @@ def ssp(
     clocks = coll.all_gather(state.clock, axis_name)
     pushes_all = schedule.active & (clocks - jnp.min(clocks) <= staleness)
     pushes = pushes_all[me]
-    pushed = jax.tree.map(lambda g: jnp.where(pushes, g, jnp.zeros_like(g)), grads)
-    mean_grads = jax.tree.map(lambda g: g / num_workers, jax.lax.psum(pushed, axis_name))
+    # sum of pushed gradients / N: a mean over all workers where non-pushers send zeros
+    mean_grads, comm_state = comp.all_reduce_mean(communication, grads, state.communication,
+                                                  axis_name, sending=pushes)
     step, inner_state = inner.update(mean_grads, state.server_inner_state, state.server_params)
     anyone = jnp.any(pushes_all)
     server = optax.tree.where(anyone, optax.apply_updates(state.server_params, step),
@@ -80,6 +88,7 @@ def ssp(
         server_params=server, server_inner_state=inner_state,
         clock=new_clocks[me], clock_gap=jnp.max(new_clocks) - jnp.min(new_clocks),
         blocked=jnp.sum((schedule.active & ~pushes_all).astype(jnp.int32)),
+        communication=comm_state,
     )
     return optax.tree.sub(new_params, params), new_state
 

@@ -9,6 +9,7 @@ import ml_collections
 import numpy as np
 
 from odsgd_jax.cluster import Network, Schedule, Workers, make_timeline
+from odsgd_jax.strategies import parse_communication
 
 
 def message_bytes(worker_params: Any) -> float:
@@ -57,6 +58,9 @@ class SimulatedClock:
     options = {k: v for k, v in config.strategy.to_dict().items() if k != "name"}
     self.timeline = make_timeline(config.strategy.name, options, self.workers, self.network,
                                   num_bytes)
+    communication = parse_communication(options.get("compression"))
+    self.compressed_gathers = (communication is not None
+                               and communication.compressor.collective == "allgather")
     self.step_time, self.message_bytes = step_time, num_bytes
     n = self.workers.num_workers
     self.time = 0.0
@@ -66,6 +70,12 @@ class SimulatedClock:
     return self.timeline.schedule(tick)
 
   def advance(self, tick: int, metrics: dict[str, float]) -> float:
+    # A compressed tick is charged what was really sent, in the way it travels; a
+    # dense one (warm-ups, no compression) as a plain all-reduce of the model.
+    sent = metrics.get("bits_sent", 0.0) / 8
+    compressed = 0 < sent < self.message_bytes
+    self.timeline.message_bytes = sent if compressed else self.message_bytes
+    self.timeline.gathers = compressed and self.compressed_gathers
     cost = self.timeline.cost(tick, round_end=metrics.get("round_end", 0.0) > 0.5)
     self.time += cost.duration
     for name in self.totals:

@@ -109,6 +109,10 @@ def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
                            opt_state=opt_state, rng=state.rng)
     if strategy is not None:
       metrics = {**metrics, **strategy.log(opt_state)}
+    old_comm = getattr(state.opt_state, "communication", None)
+    new_comm = getattr(opt_state, "communication", None)
+    if new_comm is not None:  # compressed: bits this worker sent on this tick (0 if none)
+      metrics["bits_sent"] = jnp.where(new_comm.count > old_comm.count, new_comm.bits, 0.0)
     return new_state, metrics
 
   return jax.jit(train_step, donate_argnums=0)
