@@ -8,6 +8,13 @@ the target accuracy, speedup over ssgd to the target, idle fraction) and PNG plo
 (`--target ssgd`: ssgd's final test accuracy, so the table says who gets there first)
 test accuracy vs epoch, test accuracy vs simulated time, training loss vs simulated time.
 Each strategy takes its options from configs/_strategies.py.
+
+  python scripts/compare.py --config configs/default.py --strategies odsgd \
+      --compressions "none;topk:0.01;qsgd:8;sign;powersgd:2;cast:bfloat16"
+
+compares compressors instead (one strategy; specs separated by ";"): bits per step,
+the reduction against no compression, accuracy and simulated time, with plots of test
+accuracy against bits sent and against simulated time.
 """
 
 import argparse
@@ -36,6 +43,16 @@ def time_to(rows, target):
   return None
 
 
+def _shorten(config, steps):
+  """A quick look: fewer steps, and warm-ups that fit in them."""
+  if not steps:
+    return
+  config.train.num_steps = steps
+  config.optimizer.warmup_steps = min(config.optimizer.warmup_steps, steps // 4)
+  if "warmup_steps" in config.strategy:
+    config.strategy.warmup_steps = min(config.strategy.warmup_steps, steps // 4)
+
+
 def run_all(config_path, names, eval_every, output, steps=None):
   module = load_config_module(config_path)
   runs = {}
@@ -43,11 +60,7 @@ def run_all(config_path, names, eval_every, output, steps=None):
     config = _strategies.use_strategy(module.get_config(), name)
     config.train.progress_bar = False
     config.train.eval_every = eval_every
-    if steps:  # a quick look; warm-ups must fit in the shorter run
-      config.train.num_steps = steps
-      config.optimizer.warmup_steps = min(config.optimizer.warmup_steps, steps // 4)
-      if "warmup_steps" in config.strategy:
-        config.strategy.warmup_steps = min(config.strategy.warmup_steps, steps // 4)
+    _shorten(config, steps)
     workdir = os.path.join(output, name)
     shutil.rmtree(workdir, ignore_errors=True)  # this script's own output: always fresh
     summary = train_and_evaluate(config, workdir)
@@ -55,6 +68,71 @@ def run_all(config_path, names, eval_every, output, steps=None):
     print(f"{name}: accuracy {summary['test_accuracy']:.4f}, simulated "
           f"{summary['sim_time_s']:.1f} s", flush=True)
   return runs, module.get_config()
+
+
+def run_compressions(config_path, strategy, specs, eval_every, output, steps=None):
+  module = load_config_module(config_path)
+  runs = {}
+  for spec in specs:
+    config = _strategies.use_strategy(module.get_config(), strategy)
+    config.strategy.compression = "" if spec == "none" else spec
+    config.train.progress_bar = False
+    config.train.eval_every = eval_every
+    _shorten(config, steps)
+    workdir = os.path.join(output, spec.replace(":", "_").replace(",", "_"))
+    shutil.rmtree(workdir, ignore_errors=True)
+    summary = train_and_evaluate(config, workdir)
+    runs[spec] = (summary, read_metrics(workdir))
+    print(f"{spec}: accuracy {summary['test_accuracy']:.4f}", flush=True)
+  return runs, module.get_config()
+
+
+def _bits_per_step(summary, rows):
+  """Bits each worker sent per step, on average (dense model when nothing is logged)."""
+  sent = [r.get("bits_sent", summary["sim_message_bytes"] * 8) for r in rows if "accuracy" in r]
+  return sum(sent) / max(len(sent), 1), sent
+
+
+def compression_table(runs, strategy, config, command):
+  dense = None
+  lines = [
+      f"{config.data.name}, {config.model.name}, {strategy}, {config.cluster.num_workers} "
+      f"workers, {config.cluster.topology} at {config.cluster.bandwidth:.3g} B/s; produced by "
+      f"`{command}`. Bits per step include dense warm-up steps.",
+      "",
+      "| compression | bits per step (per worker) | fewer bits than none | test accuracy | "
+      "simulated time (s) |",
+      "|---|---|---|---|---|",
+  ]
+  for spec, (summary, rows) in runs.items():
+    per_step, _ = _bits_per_step(summary, rows)
+    dense = dense or (per_step if spec == "none" else summary["sim_message_bytes"] * 8)
+    lines.append(f"| {spec} | {per_step:,.0f} | {dense / per_step:.1f}x | "
+                 f"{summary['test_accuracy']:.4f} | {summary['sim_time_s']:.1f} |")
+  return "\n".join(lines)
+
+
+def compression_plot(runs, path):
+  figure, axes = plt.subplots(1, 2, figsize=(11, 4))
+  for spec, (summary, rows) in runs.items():
+    _, sent = _bits_per_step(summary, rows)
+    cumulative, total = {}, 0.0
+    for row, bits in zip([r for r in rows if "accuracy" in r], sent, strict=True):
+      total += bits
+      cumulative[row["step"]] = total
+    evals = [r for r in rows if "test_accuracy" in r]
+    axes[0].plot([cumulative[r["step"]] for r in evals], [r["test_accuracy"] for r in evals],
+                 label=spec)
+    axes[1].plot([r["sim_time"] for r in evals], [r["test_accuracy"] for r in evals], label=spec)
+  axes[0].set(xlabel="bits sent per worker", ylabel="test accuracy", xscale="log")
+  axes[1].set(xlabel="simulated time (s)", ylabel="test accuracy")
+  for axis in axes:
+    axis.set_ylim(0.5, 1.0)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+  figure.tight_layout()
+  figure.savefig(path, dpi=110)
+  plt.close(figure)
 
 
 def table(runs, target, config, command):
@@ -113,6 +191,8 @@ def main() -> None:
   parser.add_argument("--eval_every", type=int, default=100, help="steps between evaluations")
   parser.add_argument("--output", default="runs/compare")
   parser.add_argument("--steps", type=int, default=0, help="override the config's steps")
+  parser.add_argument("--compressions", default="",
+                      help="compare these compression specs (';'-separated) on one strategy")
   parser.add_argument("--readme", default="", help="also write the table and plot into "
                       "README.md's section of this name (plot copied to docs/)")
   args = parser.parse_args()
@@ -120,18 +200,35 @@ def main() -> None:
   unknown = [n for n in names if n not in STRATEGIES]
   if unknown:
     sys.exit(f"error: unknown strategies {unknown}; choose from {list(STRATEGIES)}")
+  os.makedirs(args.output, exist_ok=True)
+  if args.compressions:
+    if len(names) != 1:
+      sys.exit("error: --compressions compares one strategy; pass exactly one in --strategies")
+    specs = [spec for spec in args.compressions.split(";") if spec]
+    command = (f"python scripts/compare.py --config {args.config} --strategies {names[0]} "
+               f"--compressions \"{args.compressions}\"")
+    runs, config = run_compressions(args.config, names[0], specs, args.eval_every, args.output,
+                                    args.steps)
+    text = compression_table(runs, names[0], config, command)
+    plot_path = os.path.join(args.output, "compare.png")
+    compression_plot(runs, plot_path)
+    _write(args, text, plot_path)
+    return
   command = (f"python scripts/compare.py --config {args.config} --strategies "
              f"{','.join(names)} --target {args.target}")
-  os.makedirs(args.output, exist_ok=True)
   if args.target == "ssgd" and "ssgd" not in names:
     sys.exit("error: --target ssgd needs ssgd among --strategies")
   runs, config = run_all(args.config, names, args.eval_every, args.output, args.steps)
   target = runs["ssgd"][0]["test_accuracy"] if args.target == "ssgd" else float(args.target)
   text = table(runs, target, config, command)
-  with open(os.path.join(args.output, "compare.md"), "w", encoding="utf-8") as f:
-    f.write(text + "\n")
   plot_path = os.path.join(args.output, "compare.png")
   plot(runs, plot_path)
+  _write(args, text, plot_path)
+
+
+def _write(args, text, plot_path):
+  with open(os.path.join(args.output, "compare.md"), "w", encoding="utf-8") as f:
+    f.write(text + "\n")
   print(text)
   print(f"wrote {args.output}/compare.md and {plot_path}")
   if args.readme:

@@ -30,3 +30,16 @@ def test_measured_step_time_drives_the_clock(small_config, tmp_path):
   summary = train_and_evaluate(config, str(tmp_path / "run"))
   assert 0 < summary["sim_step_time_s"] < 10
   assert summary["sim_time_s"] > summary["steps"] * summary["sim_step_time_s"]  # + all-reduces
+
+
+def test_compare_compressors_writes_bits_table(tmp_path):
+  result = subprocess.run(
+      [sys.executable, "scripts/compare.py", "--config", "configs/default.py",
+       "--strategies", "ssgd", "--compressions", "none;topk:0.05", "--steps", "12",
+       "--eval_every", "6", "--output", str(tmp_path)],
+      cwd=REPO, capture_output=True, text=True, timeout=600,
+  )
+  assert result.returncode == 0, result.stderr[-2000:]
+  table = (tmp_path / "compare.md").read_text()
+  assert "| none | 238,720 | 1.0x |" in table and "| topk:0.05 |" in table
+  assert (tmp_path / "compare.png").stat().st_size > 10_000
