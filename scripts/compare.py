@@ -144,17 +144,18 @@ def table(runs, target, config, command):
       f"produced by `{command}`.",
       "",
       f"| strategy | test accuracy | steps | simulated time (s) | time to {target:.4g} (s) | "
-      f"speedup to {target:.4g} vs ssgd | idle fraction |",
-      "|---|---|---|---|---|---|---|",
+      f"speedup to {target:.4g} vs ssgd | communication fraction | idle fraction |",
+      "|---|---|---|---|---|---|---|---|",
   ]
   for name, (summary, rows) in runs.items():
     to_target = time_to(rows, target)
     speedup = f"{baseline / to_target:.2f}x" if baseline and to_target else "-"
-    idle = summary["sim_time_fractions"]["idle"]
+    fractions = summary["sim_time_fractions"]
+    mean = lambda values: sum(values) / len(values)
     lines.append(
         f"| {name} | {summary['test_accuracy']:.4f} | {summary['steps']} | "
         f"{summary['sim_time_s']:.1f} | {'not reached' if to_target is None else f'{to_target:.1f}'}"
-        f" | {speedup} | {sum(idle) / len(idle):.3f} |")
+        f" | {speedup} | {mean(fractions['communication']):.3f} | {mean(fractions['idle']):.3f} |")
   return "\n".join(lines)
 
 
