@@ -118,3 +118,12 @@ def test_command_line_errors_are_one_message(tmp_path, override, expected):
   assert result.returncode == 1
   assert expected in result.stderr
   assert "Traceback" not in result.stderr
+
+
+def test_outer_optimizer_options_are_checked_like_the_run_builds_them():
+  config = mnist1d.get_config("local_sgd")
+  config.strategy.outer = {"learning_rate": 0.7, "momentum": 0.9, "nesterov": True}
+  validate_config(config, num_available_devices=8)
+  config.strategy.outer = {"learning_rate": 0.7, "momentun": 0.9}
+  with pytest.raises(ConfigError, match="strategy: .*momentun"):
+    validate_config(config, num_available_devices=8)

@@ -16,12 +16,12 @@ class Checkpoints:
   waits for the last one, so a run that stops on an error keeps it intact.
   """
 
-  def __init__(self, workdir: str, max_to_keep: int, *, enabled_async: bool = True):
+  def __init__(self, workdir: str, max_to_keep: int):
     self.directory = os.path.join(os.path.abspath(workdir), "checkpoints")
     self._manager = ocp.CheckpointManager(
         self.directory,
         options=ocp.CheckpointManagerOptions(
-            max_to_keep=max_to_keep, create=True, enable_async_checkpointing=enabled_async
+            max_to_keep=max_to_keep, create=True, enable_async_checkpointing=True
         ),
     )
 

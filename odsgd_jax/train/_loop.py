@@ -9,7 +9,6 @@ from typing import Any
 import jax
 import ml_collections
 import numpy as np
-import optax
 import orbax.checkpoint as ocp
 import tqdm
 from jax.sharding import NamedSharding
@@ -22,7 +21,7 @@ from odsgd_jax.models import make_model
 from odsgd_jax.strategies import get_strategy
 from odsgd_jax.train._checkpoint import Checkpoints
 from odsgd_jax.train._metrics import MetricsWriter
-from odsgd_jax.train._optimizer import make_inner_optimizer, make_lr_schedule
+from odsgd_jax.train._optimizer import make_inner_optimizer, make_lr_schedule, strategy_options
 from odsgd_jax.train._simulation import SimulatedClock, calibrate_step_time, message_bytes
 from odsgd_jax.train._step import init_state, make_eval_step, make_train_step, model_variables
 from odsgd_jax.train._validate import validate_config
@@ -34,15 +33,6 @@ class NonFiniteLossError(RuntimeError):
 
 def _options(section: ml_collections.ConfigDict) -> dict[str, Any]:
   return {k: v for k, v in section.to_dict().items() if k != "name"}
-
-
-def _strategy_options(section: ml_collections.ConfigDict) -> dict[str, Any]:
-  """Factory options from the config; an `outer` optimizer is given as sgd's arguments,
-  e.g. {"learning_rate": 0.7, "momentum": 0.9, "nesterov": True} (DiLoCo-style)."""
-  options = _options(section)
-  if isinstance(options.get("outer"), dict):
-    options["outer"] = optax.sgd(**options["outer"])
-  return options
 
 
 def _evaluate(eval_step, state, split, spec, batch_size, sharding) -> dict[str, float]:
@@ -102,7 +92,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   inner_schedule = (lr_schedule if updates_per_tick == 1
                     else lambda count: lr_schedule(count // updates_per_tick))
   tx = strategy.make(make_inner_optimizer(config.optimizer, inner_schedule),
-                     axis_name=parallel.WORKER_AXES, **_strategy_options(config.strategy))
+                     axis_name=parallel.WORKER_AXES, **strategy_options(config.strategy))
 
   os.makedirs(workdir, exist_ok=True)
   if is_writer:

@@ -1,5 +1,7 @@
 """The inner optimizer and its learning-rate schedule, from `config.optimizer`."""
 
+from typing import Any
+
 import ml_collections
 import optax
 
@@ -44,3 +46,15 @@ def make_inner_optimizer(cfg: ml_collections.ConfigDict,
   if cfg.weight_decay:
     return optax.chain(optax.add_decayed_weights(cfg.weight_decay), base)
   return base
+
+
+def strategy_options(section: ml_collections.ConfigDict) -> dict[str, Any]:
+  """The strategy factory's keyword options from `config.strategy`.
+
+  An `outer` optimizer (local SGD, DiLoCo-style) is given as sgd's arguments, e.g.
+  {"learning_rate": 0.7, "momentum": 0.9, "nesterov": True}.
+  """
+  options = {k: v for k, v in section.to_dict().items() if k != "name"}
+  if isinstance(options.get("outer"), dict):
+    options["outer"] = optax.sgd(**options["outer"])
+  return options

@@ -14,7 +14,7 @@ from odsgd_jax.cluster import TOPOLOGIES
 from odsgd_jax.data import DATASETS
 from odsgd_jax.models import MODELS, model_options
 from odsgd_jax.strategies import STRATEGIES
-from odsgd_jax.train._optimizer import LR_SCHEDULES, OPTIMIZERS
+from odsgd_jax.train._optimizer import LR_SCHEDULES, OPTIMIZERS, strategy_options
 
 
 class ConfigError(ValueError):
@@ -92,7 +92,7 @@ def validate_config(config: ml_collections.ConfigDict, num_available_devices: in
               f" for strategy {strategy.name!r}")
   try:  # the factory checks its own option values; building it is cheap and pure
     STRATEGIES[strategy.name].make(optax.identity(), axis_name="workers",
-                                   **{k: v for k, v in strategy.items() if k != "name"})
+                                   **strategy_options(strategy))
   except (ValueError, TypeError) as error:
     raise ConfigError(f"strategy: {error}") from error
   _check_choice("optimizer.name", optimizer.name, OPTIMIZERS)
