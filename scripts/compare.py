@@ -12,9 +12,10 @@ Each strategy takes its options from configs/_strategies.py.
   python scripts/compare.py --config configs/default.py --strategies odsgd \
       --compressions "none;topk:0.01;qsgd:8;sign;powersgd:2;cast:bfloat16"
 
-compares compressors instead (one strategy; specs separated by ";"): bits per step,
-the reduction against no compression, accuracy and simulated time, with plots of test
-accuracy against bits sent and against simulated time.
+compares compressors instead (one strategy; specs separated by ";"; --seeds 0,1,2
+averages the accuracy over seeds): bits per step, the reduction against no
+compression, accuracy and simulated time, with plots of test accuracy against bits
+sent and against simulated time.
 """
 
 import argparse
@@ -29,7 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from configs import _strategies  # noqa: E402
-from odsgd_jax.strategies import STRATEGIES  # noqa: E402
+from odsgd_jax.strategies import STRATEGIES, parse_communication  # noqa: E402
 from odsgd_jax.train import read_metrics, train_and_evaluate  # noqa: E402
 from scripts._readme import replace_section  # noqa: E402
 from scripts.results import load_config_module  # noqa: E402
@@ -70,20 +71,29 @@ def run_all(config_path, names, eval_every, output, steps=None):
   return runs, module.get_config()
 
 
-def run_compressions(config_path, strategy, specs, eval_every, output, steps=None):
+def run_compressions(config_path, strategy, specs, eval_every, output, steps=None, seeds=(0,)):
+  """{spec: [(summary, metric rows) per seed]}. A spec with momentum correction
+  ("topk:0.01,momentum=0.9") takes the inner optimizer's momentum: plain SGD inside."""
   module = load_config_module(config_path)
   runs = {}
   for spec in specs:
-    config = _strategies.use_strategy(module.get_config(), strategy)
-    config.strategy.compression = "" if spec == "none" else spec
-    config.train.progress_bar = False
-    config.train.eval_every = eval_every
-    _shorten(config, steps)
-    workdir = os.path.join(output, spec.replace(":", "_").replace(",", "_"))
-    shutil.rmtree(workdir, ignore_errors=True)
-    summary = train_and_evaluate(config, workdir)
-    runs[spec] = (summary, read_metrics(workdir))
-    print(f"{spec}: accuracy {summary['test_accuracy']:.4f}", flush=True)
+    runs[spec] = []
+    for seed in seeds:
+      config = _strategies.use_strategy(module.get_config(), strategy)
+      config.strategy.compression = "" if spec == "none" else spec
+      communication = parse_communication(config.strategy.compression)
+      if communication is not None and communication.momentum:
+        config.optimizer.momentum = 0.0
+      config.train.seed = seed
+      config.train.progress_bar = False
+      config.train.eval_every = eval_every
+      _shorten(config, steps)
+      name = spec.replace(":", "_").replace(",", "_").replace("=", "")
+      workdir = os.path.join(output, f"{name}_seed{seed}")
+      shutil.rmtree(workdir, ignore_errors=True)
+      summary = train_and_evaluate(config, workdir)
+      runs[spec].append((summary, read_metrics(workdir)))
+      print(f"{spec}, seed {seed}: accuracy {summary['test_accuracy']:.4f}", flush=True)
   return runs, module.get_config()
 
 
@@ -94,27 +104,37 @@ def _bits_per_step(summary, rows):
 
 
 def compression_table(runs, strategy, config, command):
+  """Bits and simulated time from the first seed (they do not depend on it), accuracy
+  per seed and its mean, and the mean's distance to no compression."""
+  seeds = len(next(iter(runs.values())))
+  mean_accuracy = {spec: sum(s["test_accuracy"] for s, _ in per_seed) / seeds
+                   for spec, per_seed in runs.items()}
   dense = None
   lines = [
       f"{config.data.name}, {config.model.name}, {strategy}, {config.cluster.num_workers} "
-      f"workers, {config.cluster.topology} at {config.cluster.bandwidth:.3g} B/s; produced by "
-      f"`{command}`. Bits per step include dense warm-up steps.",
+      f"workers, {config.cluster.topology} at {config.cluster.bandwidth:.3g} B/s, {seeds} "
+      f"seed(s); produced by `{command}`. Bits per step include dense warm-up steps.",
       "",
-      "| compression | bits per step (per worker) | fewer bits than none | test accuracy | "
-      "simulated time (s) |",
-      "|---|---|---|---|---|",
+      "| compression | bits per step (per worker) | fewer bits than none | test accuracy "
+      "(mean) | vs none (points) | per seed | simulated time (s) |",
+      "|---|---|---|---|---|---|---|",
   ]
-  for spec, (summary, rows) in runs.items():
+  for spec, per_seed in runs.items():
+    summary, rows = per_seed[0]
     per_step, _ = _bits_per_step(summary, rows)
     dense = dense or (per_step if spec == "none" else summary["sim_message_bytes"] * 8)
+    versus = (f"{100 * (mean_accuracy[spec] - mean_accuracy['none']):+.1f}"
+              if "none" in runs else "-")
+    each = ", ".join(f"{s['test_accuracy']:.3f}" for s, _ in per_seed)
     lines.append(f"| {spec} | {per_step:,.0f} | {dense / per_step:.1f}x | "
-                 f"{summary['test_accuracy']:.4f} | {summary['sim_time_s']:.1f} |")
+                 f"{mean_accuracy[spec]:.4f} | {versus} | {each} | {summary['sim_time_s']:.1f} |")
   return "\n".join(lines)
 
 
 def compression_plot(runs, path):
+  """The first seed's curves."""
   figure, axes = plt.subplots(1, 2, figsize=(11, 4))
-  for spec, (summary, rows) in runs.items():
+  for spec, [(summary, rows), *_] in runs.items():
     _, sent = _bits_per_step(summary, rows)
     cumulative, total = {}, 0.0
     for row, bits in zip([r for r in rows if "accuracy" in r], sent, strict=True):
@@ -194,6 +214,8 @@ def main() -> None:
   parser.add_argument("--steps", type=int, default=0, help="override the config's steps")
   parser.add_argument("--compressions", default="",
                       help="compare these compression specs (';'-separated) on one strategy")
+  parser.add_argument("--seeds", default="0",
+                      help="with --compressions: train seeds to average over, e.g. 0,1,2")
   parser.add_argument("--readme", default="", help="also write the table and plot into "
                       "README.md's section of this name (plot copied to docs/)")
   args = parser.parse_args()
@@ -206,10 +228,11 @@ def main() -> None:
     if len(names) != 1:
       sys.exit("error: --compressions compares one strategy; pass exactly one in --strategies")
     specs = [spec for spec in args.compressions.split(";") if spec]
+    seeds = [int(seed) for seed in args.seeds.split(",") if seed]
     command = (f"python scripts/compare.py --config {args.config} --strategies {names[0]} "
-               f"--compressions \"{args.compressions}\"")
+               f"--compressions \"{args.compressions}\" --seeds {args.seeds}")
     runs, config = run_compressions(args.config, names[0], specs, args.eval_every, args.output,
-                                    args.steps)
+                                    args.steps, seeds)
     text = compression_table(runs, names[0], config, command)
     plot_path = os.path.join(args.output, "compare.png")
     compression_plot(runs, plot_path)

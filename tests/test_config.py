@@ -37,6 +37,9 @@ def _with(**changes):
         ({"train__num_steps": 0}, ["train.num_steps=0", "positive"]),
         ({"optimizer__schedule": "linear"}, ["optimizer.schedule", "cosine", "step"]),
         ({"parallel__num_devices": 16}, ["parallel.num_devices=16", "8 devices"]),
+        ({"strategy__compression": "topk:0.01,momentum=0.9"},  # inner momentum 0.9 too
+         ["momentum correction", "optimizer.momentum=0"]),
+        ({"strategy__compression": "topk:0.01,momentum=1.5"}, ["strategy:", "momentum=<0..1>"]),
     ],
 )
 def test_bad_value_names_field_and_allowed_values(changes, expected):

@@ -35,11 +35,12 @@ def test_measured_step_time_drives_the_clock(small_config, tmp_path):
 def test_compare_compressors_writes_bits_table(tmp_path):
   result = subprocess.run(
       [sys.executable, "scripts/compare.py", "--config", "configs/default.py",
-       "--strategies", "ssgd", "--compressions", "none;topk:0.05", "--steps", "12",
-       "--eval_every", "6", "--output", str(tmp_path)],
+       "--strategies", "ssgd", "--compressions", "none;topk:0.05,momentum=0.9", "--steps",
+       "12", "--eval_every", "6", "--seeds", "0,1", "--output", str(tmp_path)],
       cwd=REPO, capture_output=True, text=True, timeout=600,
   )
   assert result.returncode == 0, result.stderr[-2000:]
   table = (tmp_path / "compare.md").read_text()
-  assert "| none | 238,720 | 1.0x |" in table and "| topk:0.05 |" in table
+  assert "| none | 238,720 | 1.0x |" in table and "| topk:0.05,momentum=0.9 |" in table
+  assert "2 seed(s)" in table and len(list(tmp_path.glob("none_seed*"))) == 2
   assert (tmp_path / "compare.png").stat().st_size > 10_000

@@ -107,14 +107,16 @@ def test_crash_then_resume_equals_uninterrupted_run_bit_for_bit(small_config, tm
   _crash_at_step_15_then_resume(config, tmp_path, monkeypatch)
 
 
-@pytest.mark.parametrize("strategy,compression", [("odsgd", "topk:0.05"),
+@pytest.mark.parametrize("strategy,compression", [("odsgd", "topk:0.05,momentum=0.9"),
                                                   ("local_sgd", "powersgd:2")])
 def test_compression_state_survives_resume_bit_for_bit(small_config, tmp_path, monkeypatch,
                                                        strategy, compression):
-  """Error-feedback residuals and PowerSGD's warm-start Q are in the checkpoint."""
+  """Error-feedback residuals, momentum correction's velocities and PowerSGD's
+  warm-start Q are in the checkpoint."""
   config = _strategies.use_strategy(small_config, strategy)
   if strategy == "odsgd":
     config.strategy.warmup_steps = 5
+    config.optimizer.momentum = 0.0  # the momentum is the compression's
   config.strategy.compression = compression
   _crash_at_step_15_then_resume(config, tmp_path, monkeypatch)
 

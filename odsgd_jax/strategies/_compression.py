@@ -90,7 +90,10 @@ def cast(dtype: str = "bfloat16") -> Compressor:
 
 
 def topk(ratio: float) -> Compressor:
-  """Keep the k = ceil(ratio n) largest-magnitude entries; send indices and values."""
+  """Keep the k = ceil(ratio n) largest-magnitude entries; send indices and values.
+
+  Indices travel as uint16 where the tensor has at most 2**16 entries (int32 above).
+  """
   if not 0 < ratio <= 1:
     raise ValueError(f"topk ratio must be in (0, 1], got {ratio}")
 
@@ -101,11 +104,14 @@ def topk(ratio: float) -> Compressor:
     _, index = jax.lax.top_k(jnp.abs(flat), k)
     values = flat[index]
     own = jnp.zeros_like(flat).at[index].set(values)
-    all_index = coll.all_gather(index, axis_name)
+    wire_index = index.astype(jnp.uint16 if flat.size <= 2**16 else jnp.int32)
+    all_index = coll.all_gather(wire_index, axis_name).astype(jnp.int32)
     all_values = coll.all_gather(values, axis_name)
     summed = jnp.zeros_like(flat).at[all_index.reshape(-1)].add(all_values.reshape(-1))
     mean = summed / all_index.shape[0]
-    return mean.reshape(x.shape), own.reshape(x.shape), _bits(k * (32 + 8 * x.dtype.itemsize))
+    index_bits = 8 * wire_index.dtype.itemsize
+    return (mean.reshape(x.shape), own.reshape(x.shape),
+            _bits(k * (index_bits + 8 * x.dtype.itemsize)))
 
   return _per_leaf(leaf, f"topk({ratio})", "allgather")
 
@@ -232,17 +238,21 @@ class CommunicationState(NamedTuple):
   compressor_state: Any  # e.g. PowerSGD's Q, identical on every worker
   count: jax.Array  # shape=(), int32: exchanges so far (for the warm-up)
   bits: jax.Array  # shape=(), float32: bits this worker sent in the last exchange
+  velocity: Any = None  # momentum correction's local velocity u_i (None without it)
 
 
-def init_communication(compressor: Compressor, params: Any) -> CommunicationState:
+def init_communication(compressor: Compressor, params: Any,
+                       momentum: float = 0.0) -> CommunicationState:
+  velocity = jax.tree.map(jnp.zeros_like, params) if momentum else None
   return CommunicationState(error=jax.tree.map(jnp.zeros_like, params),
                             compressor_state=compressor.init(params),
-                            count=jnp.zeros((), jnp.int32), bits=jnp.zeros((), jnp.float32))
+                            count=jnp.zeros((), jnp.int32), bits=jnp.zeros((), jnp.float32),
+                            velocity=velocity)
 
 
 def compressed_mean(tree: Any, state: CommunicationState, compressor: Compressor, axis_name,
                     *, error_feedback: bool = True, warmup_steps: int = 0,
-                    key: jax.Array | None = None,
+                    momentum: float = 0.0, key: jax.Array | None = None,
                     sending: jax.Array | None = None) -> tuple[Any, Any, CommunicationState]:
   """The mean over workers of `tree` as it arrives through `compressor`, this worker's
   own decompressed message, and the new state.
@@ -251,10 +261,24 @@ def compressed_mean(tree: Any, state: CommunicationState, compressor: Compressor
   so everything it ever wanted to send is sent eventually: sum of sent + residual ==
   sum of inputs. The first `warmup_steps` exchanges are uncompressed. A worker with
   `sending` False contributes zeros and keeps its residual.
+
+  `momentum` > 0 is Deep Gradient Compression's momentum correction (Lin et al.,
+  ICLR 2018): heavy-ball momentum moves in front of the compressor, so the
+  residual accumulates velocities rather than gradients, and the receiver must
+  apply plain SGD to the mean:
+
+    u_i = momentum u_i + x_i ;  send C(u_i + e_i) ;  u_i = 0 where something was sent
+
+  (the masking keeps a sent coordinate's momentum from being applied twice). During
+  the dense warm-up every u_i goes out whole and is kept: plain momentum SGD.
   """
   key = jax.random.PRNGKey(0) if key is None else key
   key = jax.random.fold_in(key, state.count)  # the same on every worker: randomk's indices
   sending = jnp.ones((), bool) if sending is None else sending
+  velocity = state.velocity
+  if momentum:
+    velocity = jax.tree.map(lambda u, x: momentum * u + x, state.velocity, tree)
+    tree = velocity
   corrected = jax.tree.map(jnp.add, tree, state.error) if error_feedback else tree
   corrected = jax.tree.map(lambda x: jnp.where(sending, x, jnp.zeros_like(x)), corrected)
   mean, own, compressor_state, bits = compressor.exchange(corrected, state.compressor_state,
@@ -262,6 +286,11 @@ def compressed_mean(tree: Any, state: CommunicationState, compressor: Compressor
   error = state.error
   if error_feedback:
     error = jax.tree.map(lambda c, o, e: jnp.where(sending, c - o, e), corrected, own, error)
+  new_velocity = velocity
+  if momentum:
+    new_velocity = jax.tree.map(
+        lambda u, o, old: jnp.where(sending, jnp.where(o != 0, jnp.zeros_like(u), u), old),
+        velocity, own, state.velocity)
   if warmup_steps:
     plain = jax.tree.map(lambda x: jnp.where(sending, x, jnp.zeros_like(x)), tree)
     plain_mean, _, _, plain_bits = none().exchange(plain, (), key, axis_name)
@@ -269,13 +298,18 @@ def compressed_mean(tree: Any, state: CommunicationState, compressor: Compressor
     pick = lambda a, b: jax.tree.map(lambda u, v: jnp.where(warm, u, v), a, b)
     mean, error = pick(plain_mean, mean), pick(state.error, error)
     compressor_state = pick(state.compressor_state, compressor_state)
+    if momentum:
+      kept = jax.tree.map(lambda u, old: jnp.where(sending, u, old), velocity, state.velocity)
+      new_velocity = pick(kept, new_velocity)
     bits = jnp.where(warm, plain_bits, bits)
   bits = jnp.where(sending, bits, 0.0)
-  return mean, own, CommunicationState(error, compressor_state, state.count + 1, bits)
+  return mean, own, CommunicationState(error, compressor_state, state.count + 1, bits,
+                                       new_velocity)
 
 
 class Communication(NamedTuple):
-  """How a strategy's all-reduce travels: a compressor, error feedback, a warm-up.
+  """How a strategy's all-reduce travels: a compressor, error feedback, a warm-up,
+  and optionally momentum correction.
 
   `error_feedback=None` picks the compressor's default: on for the biased ones
   (topk, sign, powersgd, cast), off for the unbiased ones (qsgd, randomk), whose
@@ -285,6 +319,7 @@ class Communication(NamedTuple):
   compressor: Compressor
   error_feedback: bool | None = None
   warmup_steps: int = 0
+  momentum: float = 0.0  # > 0: DGC momentum correction (the inner optimizer: plain SGD)
 
   @property
   def uses_error_feedback(self) -> bool:
@@ -293,7 +328,7 @@ class Communication(NamedTuple):
     return self.error_feedback
 
   def init(self, params: Any) -> CommunicationState:
-    return init_communication(self.compressor, params)
+    return init_communication(self.compressor, params, self.momentum)
 
   def mean(self, tree: Any, state: CommunicationState, axis_name,
            sending: jax.Array | None = None) -> tuple[Any, CommunicationState]:
@@ -305,7 +340,8 @@ class Communication(NamedTuple):
     """(mean, this worker's decompressed message, new state)."""
     return compressed_mean(tree, state, self.compressor, axis_name,
                            error_feedback=self.uses_error_feedback,
-                           warmup_steps=self.warmup_steps, sending=sending)
+                           warmup_steps=self.warmup_steps, momentum=self.momentum,
+                           sending=sending)
 
 
 def all_reduce_mean(communication: "Communication | None", tree: Any, state: Any, axis_name,
@@ -319,16 +355,15 @@ def all_reduce_mean(communication: "Communication | None", tree: Any, state: Any
   return communication.mean(tree, state, axis_name, sending)
 
 
-def record_dense(state: "CommunicationState | None", tree: Any):
-  """Account for an uncompressed all-reduce of `tree` (e.g. odsgd's synchronous warm-up)."""
-  if state is None:
-    return None
-  bits = sum(x.size * 8 * x.dtype.itemsize for x in jax.tree.leaves(tree))
-  return state._replace(count=state.count + 1, bits=jnp.asarray(bits, jnp.float32))
-
-
 def init_state(communication: "Communication | None", params: Any):
   return None if communication is None else communication.init(params)
+
+
+def _is_fraction(text: str) -> bool:
+  try:
+    return 0.0 <= float(text) < 1.0
+  except ValueError:
+    return False
 
 
 def parse_communication(spec: "str | Communication | None") -> "Communication | None":
@@ -345,9 +380,11 @@ def parse_communication(spec: "str | Communication | None") -> "Communication | 
       options["error_feedback"] = value.lower() == "true"
     elif key == "warmup" and value.isdigit():
       options["warmup_steps"] = int(value)
+    elif key == "momentum" and _is_fraction(value):
+      options["momentum"] = float(value)
     else:
       raise ValueError(f"compression {spec!r}: unknown setting {setting!r} (allowed: "
-                       f"error_feedback=true|false, warmup=<steps>)")
+                       f"error_feedback=true|false, warmup=<steps>, momentum=<0..1>)")
   return Communication(parse_compressor(compressor_spec), **options)
 
 

@@ -69,8 +69,9 @@ def odsgd(
     dc_lambda: lambda of the "dcasgd" local optimizer.
     local_momentum: mu of the "momentum" local optimizer.
     local_weight_decay: wd of the local optimizer.
-    compression: how the delayed all-reduce travels (not the warm-up's): None (plain float32), a spec such as
-      "topk:0.01" / "qsgd:4,error_feedback=false,warmup=100", or a `Communication`.
+    compression: how every all-reduce (the warm-up's too) travels: None (plain
+      float32), a spec such as "topk:0.01" / "qsgd:4,error_feedback=false,warmup=100"
+      (its own `warmup` counts dense exchanges), or a `Communication`.
 
   Returns:
     An `optax.GradientTransformationExtraArgs`.
@@ -125,12 +126,13 @@ def odsgd(
                               optax.safe_increment(state.count), comm_state)
 
   def synchronous_step(grads, state):
-    mean_grads = jax.lax.pmean(grads, axis_name)
+    mean_grads, comm_state = comp.all_reduce_mean(communication, grads, state.communication,
+                                                  axis_name)
     step, inner_state = inner.update(mean_grads, state.inner_state, state.global_params)
     global_params = optax.apply_updates(state.global_params, step)
     return global_params, OdsgdState(global_params, inner_state, state.pending_grads,
                                      state.local_momentum, optax.safe_increment(state.count),
-                                     comp.record_dense(state.communication, grads))
+                                     comm_state)
 
   def update_fn(grads, state, params=None, **extra_args):
     del extra_args

@@ -13,7 +13,7 @@ import optax
 from odsgd_jax.cluster import TOPOLOGIES
 from odsgd_jax.data import DATASETS
 from odsgd_jax.models import MODELS, model_options
-from odsgd_jax.strategies import STRATEGIES
+from odsgd_jax.strategies import STRATEGIES, parse_communication
 from odsgd_jax.train._optimizer import LR_SCHEDULES, OPTIMIZERS, strategy_options
 
 
@@ -100,6 +100,14 @@ def validate_config(config: ml_collections.ConfigDict, num_available_devices: in
 
   _check_positive("optimizer.learning_rate", optimizer.learning_rate)
   _check_positive("optimizer.momentum", optimizer.momentum, allow_zero=True)
+  communication = parse_communication(strategy.get("compression"))
+  if communication is not None and communication.momentum and (
+      optimizer.name != "sgd" or optimizer.momentum):
+    raise ConfigError(
+        f"strategy.compression={strategy.compression!r} applies momentum before the exchange "
+        f"(momentum correction), so the inner optimizer must be plain SGD: set "
+        f"optimizer.name='sgd' and optimizer.momentum=0 (now {optimizer.name!r}, "
+        f"{optimizer.momentum})")
   _check_positive("optimizer.weight_decay", optimizer.weight_decay, allow_zero=True)
   _check_positive("optimizer.warmup_steps", optimizer.warmup_steps, allow_zero=True)
   for name in ("num_steps", "eval_every", "checkpoint_every", "log_every", "max_checkpoints"):
