@@ -4,17 +4,29 @@
       [--config.optimizer.learning_rate=0.05 ...]
 
 A workdir that holds a checkpoint resumes from it. A bad config, a missing data
-set or a diverging run stops with one message (exit status 1), never a traceback.
+set, a checkpoint of another run or a diverging run stops with one message (exit
+status 1), never a traceback. SIGTERM saves a checkpoint and exits 0.
+
+Several processes (one per host, or several on one host), JAX's own runtime:
+
+  python -m experiments.train --config ... --workdir ... \
+      --coordinator_address=10.0.0.1:1234 --num_processes=2 --process_id=0   # and =1
+
+Under SLURM, Open MPI or on a Cloud TPU pod slice the three are detected.
 """
 
+import os
 import re
 import sys
 
+import jax
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from odsgd_jax import parallel
 from odsgd_jax.data import DataError
-from odsgd_jax.train import ConfigError, NonFiniteLossError, train_and_evaluate
+from odsgd_jax.train import (CheckpointError, ConfigError, NonFiniteLossError, Preempted,
+                             train_and_evaluate)
 
 # New attributes are accepted so that options of the chosen model or strategy can be
 # set without being listed in the file (--config.model.hidden_sizes=(64,)); a
@@ -25,6 +37,12 @@ _CONFIG = config_flags.DEFINE_config_file(
 )
 _WORKDIR = flags.DEFINE_string("workdir", None, "Folder for checkpoints, metrics and summary.")
 flags.mark_flags_as_required(["config", "workdir"])
+_COORDINATOR = flags.DEFINE_string(
+    "coordinator_address", None, "host:port of process 0, for a multi-process run.")
+_NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Processes in the run.")
+_PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index, 0-based.")
+_HEARTBEAT = flags.DEFINE_integer(
+    "heartbeat_timeout_s", 100, "A process that stops answering for this long ends the run.")
 
 
 def _parse_flags(argv):
@@ -49,10 +67,28 @@ def main(argv):
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   try:
-    summary = train_and_evaluate(_CONFIG.value, _WORKDIR.value)
-  except (ConfigError, DataError, NonFiniteLossError) as error:
+    parallel.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
+                        _HEARTBEAT.value)
+  except ValueError as error:
     print(f"error: {error}", file=sys.stderr)
     sys.exit(1)
+  try:
+    summary = train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+  except Preempted as notice:
+    print(notice, file=sys.stderr)
+    sys.exit(0)
+  except (ConfigError, DataError, CheckpointError, NonFiniteLossError) as error:
+    print(f"error: {error}", file=sys.stderr)
+    sys.exit(1)
+  except jax.errors.JaxRuntimeError as error:
+    if jax.process_count() == 1:
+      raise
+    reason = str(error).strip().splitlines()[0][:300]
+    print(f"error: a collective between the {jax.process_count()} processes failed ({reason}): "
+          f"another process of this run has probably died. Restart every process with the "
+          f"same command; the run resumes from its last checkpoint in "
+          f"{_WORKDIR.value}/checkpoints.", file=sys.stderr, flush=True)
+    os._exit(1)  # the orderly shutdown would wait on the dead process and abort
   logging.info("finished: %s", summary)
   print(f"test accuracy {summary['test_accuracy']:.4f} after {summary['steps']} steps "
         f"({summary['wall_time_s']:.0f} s); summary in {_WORKDIR.value}/summary.json")

@@ -65,6 +65,23 @@ def test_same_config_on_1_and_8_devices_gives_same_parameters(small_config, tmp_
   assert_trees_close(states[0]["params"], states[1]["params"], rtol=1e-4, atol=1e-5)
 
 
+def test_a_worker_on_two_devices_equals_one_device_with_the_doubled_batch(small_config,
+                                                                          tmp_path):
+  """4 workers x 2 devices (a worker's gradient averaged over its devices) == 4
+  workers x 1 device, each device holding twice the batch: the papers' multi-GPU node."""
+  small_config.cluster.num_workers = 4
+  states = []
+  for devices, per_worker in ((8, 2), (4, 1)):
+    small_config.parallel.num_devices = devices
+    small_config.parallel.devices_per_worker = per_worker
+    workdir = str(tmp_path / f"{devices}x{per_worker}")
+    summary = train_and_evaluate(small_config, workdir)
+    assert summary["num_devices"] == devices
+    states.append(saved_state(workdir, 20))
+  assert_trees_close(states[0]["params"], states[1]["params"], rtol=1e-5, atol=1e-6)
+  assert_trees_close(states[0]["opt_state"], states[1]["opt_state"], rtol=1e-5, atol=1e-6)
+
+
 def _crash_at_step_15_then_resume(config, tmp_path, monkeypatch):
   """Runs `config` straight, and with a crash at tick 15 and a resume; both must agree."""
   straight = str(tmp_path / "straight")

@@ -1,4 +1,5 @@
-"""Device mesh with a worker axis, and the shard_map + vmap per-worker runner."""
+"""Device mesh with a worker axis, the shard_map + vmap per-worker runner, and
+running it from several processes (jax.distributed)."""
 
 from odsgd_jax.parallel._mesh import BATCH as BATCH
 from odsgd_jax.parallel._mesh import INTRA as INTRA
@@ -9,3 +10,9 @@ from odsgd_jax.parallel._mesh import WORKER_AXES as WORKER_AXES
 from odsgd_jax.parallel._mesh import WORKERS as WORKERS
 from odsgd_jax.parallel._mesh import WorkerMesh as WorkerMesh
 from odsgd_jax.parallel._mesh import make_worker_mesh as make_worker_mesh
+from odsgd_jax.parallel._multihost import detected_launcher as detected_launcher
+from odsgd_jax.parallel._multihost import fetch as fetch
+from odsgd_jax.parallel._multihost import initialize as initialize
+from odsgd_jax.parallel._multihost import local_workers as local_workers
+from odsgd_jax.parallel._multihost import put_batch as put_batch
+from odsgd_jax.parallel._multihost import put_global as put_global

@@ -1,7 +1,9 @@
 """Train state, pure train step, loop, evaluation, metrics and checkpoints."""
 
+from odsgd_jax.train._checkpoint import CheckpointError as CheckpointError
 from odsgd_jax.train._checkpoint import Checkpoints as Checkpoints
 from odsgd_jax.train._loop import NonFiniteLossError as NonFiniteLossError
+from odsgd_jax.train._loop import Preempted as Preempted
 from odsgd_jax.train._loop import train_and_evaluate as train_and_evaluate
 from odsgd_jax.train._metrics import read_metrics as read_metrics
 from odsgd_jax.train._optimizer import make_inner_optimizer as make_inner_optimizer

@@ -7,13 +7,19 @@ import jax
 import orbax.checkpoint as ocp
 
 
+class CheckpointError(RuntimeError):
+  """A checkpoint that cannot be resumed with this config; it is left untouched."""
+
+
 class Checkpoints:
   """A run's checkpoints under `workdir/checkpoints`, one folder per saved step.
 
   Each holds "state" (the whole `TrainState`: parameters, BatchNorm statistics,
   strategy and inner-optimizer state, rng) and "progress" (each worker's data
-  position, the wall time spent so far and the simulated clock). Saves are asynchronous; `close`
-  waits for the last one, so a run that stops on an error keeps it intact.
+  position, the wall time spent so far, the simulated clock, and the run's
+  identity: what must not change between a run and its resumption). Saves are
+  asynchronous; `close` waits for the last one, so a run that stops on an error
+  keeps it intact.
   """
 
   def __init__(self, workdir: str, max_to_keep: int):
@@ -36,19 +42,47 @@ class Checkpoints:
         ),
     )
 
-  def restore(self, step: int, abstract_state: Any) -> tuple[Any, dict[str, Any]]:
-    """Restores step `step` into the structure, shapes and shardings of `abstract_state`."""
+  def restore(self, step: int, abstract_state: Any,
+              identity: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """Restores step `step` into the structure, shapes and shardings of `abstract_state`.
+
+    Raises:
+      CheckpointError: the checkpoint was written by a run with another `identity`
+        (strategy, model, workers, ...), does not fit `abstract_state`, or is
+        unreadable; the message names what and how to go on.
+    """
+    where = os.path.join(self.directory, str(step))
+    advice = (f"resume with the config that wrote it, or start this config in another "
+              f"--workdir (the checkpoint is left as it is)")
+    try:
+      progress = self._manager.restore(
+          step, args=ocp.args.Composite(progress=ocp.args.JsonRestore())).progress
+    except Exception as error:  # noqa: BLE001 - any failure to read means the same to the user
+      raise CheckpointError(f"checkpoint {where} is unreadable ({_first_line(error)}); delete "
+                            f"that folder to resume from an earlier one, or use another "
+                            f"--workdir") from error
+    saved = progress.get("identity", identity)
+    changed = [f"{key}: checkpoint {saved.get(key)!r}, config {identity[key]!r}"
+               for key in identity if saved.get(key) != identity[key]]
+    if changed:
+      raise CheckpointError(f"checkpoint {where} is from another run ({'; '.join(changed)}); "
+                            f"{advice}")
     target = jax.tree.map(
         lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), abstract_state
     )
-    restored = self._manager.restore(
-        step,
-        args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(target), progress=ocp.args.JsonRestore()
-        ),
-    )
-    return restored.state, restored.progress
+    try:
+      state = self._manager.restore(
+          step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))).state
+    except Exception as error:  # noqa: BLE001
+      raise CheckpointError(f"checkpoint {where} does not fit this config or is damaged "
+                            f"({_first_line(error)}); {advice}") from error
+    return state, progress
 
   def close(self) -> None:
     self._manager.wait_until_finished()
     self._manager.close()
+
+
+def _first_line(error: Exception) -> str:
+  text = str(error).strip().splitlines()
+  return f"{type(error).__name__}: {text[0] if text else ''}"[:300]

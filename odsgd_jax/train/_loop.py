@@ -3,6 +3,8 @@
 import json
 import math
 import os
+import signal
+import threading
 import time
 from typing import Any
 
@@ -11,6 +13,7 @@ import ml_collections
 import numpy as np
 import orbax.checkpoint as ocp
 import tqdm
+from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -31,6 +34,44 @@ class NonFiniteLossError(RuntimeError):
   """Training diverged; the last good checkpoint is left as it was."""
 
 
+class Preempted(Exception):
+  """SIGTERM arrived: a checkpoint of `step` was saved; rerunning resumes from it."""
+
+  def __init__(self, step: int, directory: str):
+    super().__init__(f"preempted: saved a checkpoint of step {step} in {directory}; run the "
+                     f"same command again to resume")
+    self.step = step
+
+
+class _PreemptionNotice:
+  """Whether the run was asked to stop (SIGTERM), agreed on by all processes.
+
+  One process: a SIGTERM handler sets a flag, checked after every step. Several:
+  JAX's preemption service (which owns SIGTERM there) picks the step at which
+  every process saves.
+  """
+
+  def __init__(self):
+    self._requested = False
+    self._previous = None
+    if jax.process_count() == 1 and threading.current_thread() is threading.main_thread():
+      self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+
+  def _on_sigterm(self, signum, frame):
+    del signum, frame
+    self._requested = True
+
+  def requested(self, step: int) -> bool:
+    if jax.process_count() > 1:
+      return multihost_utils.reached_preemption_sync_point(step)
+    return self._requested
+
+  def close(self) -> None:
+    if self._previous is not None:
+      signal.signal(signal.SIGTERM, self._previous)
+      self._previous = None
+
+
 def _options(section: ml_collections.ConfigDict) -> dict[str, Any]:
   return {k: v for k, v in section.to_dict().items() if k != "name"}
 
@@ -38,7 +79,7 @@ def _options(section: ml_collections.ConfigDict) -> dict[str, Any]:
 def _evaluate(eval_step, state, split, spec, batch_size, sharding) -> dict[str, float]:
   total_loss, correct = 0.0, 0.0
   for batch in eval_batches(split, spec, batch_size):
-    loss, num_correct = eval_step(state, jax.device_put(batch, sharding))
+    loss, num_correct = eval_step(state, parallel.put_global(batch, sharding))
     total_loss += float(loss)
     correct += float(num_correct)
   return {"test_loss": total_loss / len(split), "test_accuracy": correct / len(split)}
@@ -52,11 +93,22 @@ def _write_json_atomically(path: str, payload: dict[str, Any]) -> None:
   os.replace(tmp, path)
 
 
+def _identity(config: ml_collections.ConfigDict) -> dict[str, Any]:
+  """What a checkpoint must share with the config that resumes it."""
+  identity = {"dataset": config.data.name, "model": config.model.to_dict(),
+              "strategy": config.strategy.name,
+              "compression": config.strategy.get("compression") or "none",
+              "num_workers": config.cluster.num_workers}
+  return json.loads(json.dumps(identity))  # as it reads back from the checkpoint
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   """Trains `config`'s model with its strategy, evaluating and checkpointing.
 
   A workdir that already holds a checkpoint resumes from its latest step and
-  ends exactly where an uninterrupted run would.
+  ends exactly where an uninterrupted run would. On SIGTERM the run saves a
+  checkpoint of the step it is at and raises `Preempted`. Under jax.distributed
+  every process calls this; each feeds only its own workers, process 0 writes.
 
   Args:
     config: experiment config (see configs/default.py); checked before any work.
@@ -69,6 +121,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   Raises:
     ConfigError: invalid config. DataError: data set missing or unreadable.
     NonFiniteLossError: the loss or parameters became NaN/inf.
+    CheckpointError: the workdir's checkpoint is another run's, or unreadable.
+    Preempted: SIGTERM; the checkpoint is saved.
   """
   validate_config(config, jax.device_count())
   is_writer = jax.process_index() == 0
@@ -100,21 +154,28 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   checkpoints = Checkpoints(workdir, train_cfg.max_checkpoints)
   state = init_state(model, tx, worker_mesh, spec.input_shape, train_cfg.seed)
   progress = {"data_positions": 0, "wall_time_s": 0.0}
+  identity = _identity(config)
   resumed_step = checkpoints.latest_step()
   if resumed_step is not None:
-    state, progress = checkpoints.restore(resumed_step, state)
+    try:
+      state, progress = checkpoints.restore(resumed_step, state, identity)
+    except Exception:
+      checkpoints.close()
+      raise
   start_step = int(state.step)
 
-  # This process feeds its own contiguous block of workers.
-  workers_per_process = num_workers // jax.process_count()
-  first_worker = jax.process_index() * workers_per_process
+  # This process feeds its own workers; every process follows every worker's data
+  # position (the schedule says who consumed a batch), so any of them can save it.
+  workers = parallel.local_workers(worker_mesh)
+  data_positions = np.broadcast_to(np.asarray(progress["data_positions"], np.int64),
+                                   (num_workers,)).copy()
   batches = TrainBatches(
-      train_split, spec, workers=range(first_worker, first_worker + workers_per_process),
+      train_split, spec, workers=workers,
       num_workers=num_workers, batch_size=batch_per_worker, seed=train_cfg.seed,
       num_threads=data_cfg.num_threads, prefetch=data_cfg.prefetch,
   )
-  batches.seek(progress["data_positions"])
-  batch_sharding = worker_mesh.sharding(parallel.BATCH)
+  batches.seek(data_positions[workers.start:workers.stop])
+  replicated = worker_mesh.sharding(parallel.REPLICATED)
   eval_batch_size = math.ceil(data_cfg.eval_batch_size / worker_mesh.num_devices) * (
       worker_mesh.num_devices)
   eval_sharding = NamedSharding(worker_mesh.mesh, P((parallel.WORKERS, parallel.INTRA)))
@@ -123,10 +184,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   eval_step = make_eval_step(model, strategy)
   step_time = progress.get("clock", {}).get("step_time") or config.cluster.step_time
   if not step_time:  # measure this host's compiled step once; a resumed run keeps it
-    probe = jax.device_put(next(iter(TrainBatches(
-        train_split, spec, workers=range(first_worker, first_worker + workers_per_process),
-        num_workers=num_workers, batch_size=batch_per_worker, seed=train_cfg.seed))),
-        batch_sharding)
+    probe = parallel.put_batch(worker_mesh, next(iter(TrainBatches(
+        train_split, spec, workers=workers, num_workers=num_workers,
+        batch_size=batch_per_worker, seed=train_cfg.seed))))
     step_time = config.cluster.compute_scale * calibrate_step_time(
         train_step, state, probe, synchronous_schedule(0, num_workers),
         worker_mesh.workers_per_device)
@@ -145,7 +205,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
   def finish_step(step: int, metrics: Any) -> None:
     nonlocal last_log
-    metrics = {name: float(np.mean(value)) for name, value in jax.device_get(metrics).items()}
+    metrics = {name: float(np.mean(value)) for name, value in parallel.fetch(metrics).items()}
     if not (np.isfinite(metrics["loss"]) and np.isfinite(metrics["param_norm"])):
       raise NonFiniteLossError(
           f"loss is {metrics['loss']} (parameter norm {metrics['param_norm']}) at step {step}: "
@@ -165,11 +225,21 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       })
       bar.set_postfix(loss=f"{metrics['loss']:.4f}", acc=f"{metrics['accuracy']:.3f}")
 
+  def save(step: int) -> None:
+    wall_time = progress["wall_time_s"] + time.perf_counter() - started
+    checkpoints.save(step, state, {"data_positions": data_positions.tolist(),
+                                   "wall_time_s": wall_time, "clock": clock.state_dict(),
+                                   "reached_target": reached_target, "identity": identity})
+
+  preemption = _PreemptionNotice()
   try:
     for step in range(start_step + 1, train_cfg.num_steps + 1):
       schedule = clock.schedule(step - 1)
-      local_active = np.asarray(schedule.active)[first_worker:first_worker + workers_per_process]
-      batch = jax.device_put(batches.take(local_active), batch_sharding)
+      active = np.asarray(schedule.active)
+      batch = parallel.put_batch(worker_mesh, batches.take(active[workers.start:workers.stop]))
+      data_positions += active.astype(np.int64)
+      if jax.process_count() > 1:  # host values must be global arrays in a multi-process jit
+        schedule = parallel.put_global(schedule, replicated)
       state, metrics = train_step(state, batch, schedule)
       if pending is not None:
         finish_step(*pending)
@@ -177,6 +247,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       bar.update(1)
       eval_due = step % train_cfg.eval_every == 0 or step == train_cfg.num_steps
       save_due = step % train_cfg.checkpoint_every == 0 or step == train_cfg.num_steps
+      if preemption.requested(step):
+        finish_step(*pending)
+        pending = None
+        save(step)
+        raise Preempted(step, checkpoints.directory)
       if eval_due or save_due:
         finish_step(*pending)  # never save or report a step that diverged
         pending = None
@@ -187,19 +262,18 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
             and evaluation["test_accuracy"] >= train_cfg.target_accuracy):
           reached_target = (step, clock.time)
       if save_due:
-        wall_time = progress["wall_time_s"] + time.perf_counter() - started
-        checkpoints.save(step, state, {"data_positions": batches.positions,
-                                       "wall_time_s": wall_time, "clock": clock.state_dict(),
-                                       "reached_target": reached_target})
+        save(step)
     if pending is not None:
       finish_step(*pending)
     if evaluation is None:  # resumed a finished run: report it again
       evaluation = _evaluate(eval_step, state, test_split, spec, eval_batch_size, eval_sharding)
     # The run's result on its own, loadable without knowing the strategy's state.
     with ocp.StandardCheckpointer() as checkpointer:
-      checkpointer.save(os.path.join(os.path.abspath(workdir), "model"),
-                        model_variables(state, strategy), force=True)
+      checkpointer.save(os.path.join(os.path.abspath(workdir), "model"),  # host arrays:
+                        parallel.fetch(model_variables(state, strategy)),  # load anywhere
+                        force=True)
   finally:
+    preemption.close()
     bar.close()
     writer.close()
     checkpoints.close()

@@ -1,5 +1,6 @@
 """The run's simulated clock: the cluster timeline, its totals, and step-time calibration."""
 
+import math
 import time
 from typing import Any, Callable
 
@@ -16,7 +17,7 @@ def message_bytes(worker_params: Any) -> float:
   """Bytes one worker sends per synchronization: a float copy of its parameters
   (gradients, or model deltas for local SGD)."""
   leaves = jax.tree.leaves(worker_params)
-  return float(sum(x[0].size * x.dtype.itemsize for x in leaves))
+  return float(sum(math.prod(x.shape[1:]) * x.dtype.itemsize for x in leaves))
 
 
 def calibrate_step_time(train_step: Callable, state: Any, batch: Any, schedule: Schedule,

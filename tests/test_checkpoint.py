@@ -1,0 +1,94 @@
+"""A checkpoint that is another run's, or damaged, stops the run with one message
+and is left exactly as it was."""
+
+import hashlib
+import os
+import subprocess
+import sys
+
+import pytest
+
+from configs import _strategies
+from odsgd_jax.train import CheckpointError, train_and_evaluate
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _fingerprint(directory):
+  """Every file under `directory` with the hash of its bytes."""
+  found = {}
+  for root, _, files in os.walk(directory):
+    for name in files:
+      path = os.path.join(root, name)
+      with open(path, "rb") as f:
+        found[os.path.relpath(path, directory)] = hashlib.sha256(f.read()).hexdigest()
+  return found
+
+
+@pytest.fixture
+def finished_run(small_config, tmp_path):
+  config = _strategies.use_strategy(small_config, "odsgd")
+  config.train.num_steps = config.train.checkpoint_every = config.train.eval_every = 4
+  workdir = str(tmp_path / "run")
+  train_and_evaluate(config, workdir)
+  return config, workdir
+
+
+def _change(config, change):
+  if change == "strategy":
+    return _strategies.use_strategy(config, "ssgd")
+  if change == "model":
+    config.model.channels = 8
+  elif change == "workers":
+    config.cluster.num_workers = 16
+  elif change == "compression":
+    config.strategy.compression = "topk:0.1"
+  return config
+
+
+@pytest.mark.parametrize("change,expected", [
+    ("strategy", "strategy: checkpoint 'odsgd', config 'ssgd'"),
+    ("model", "model: checkpoint {'name': 'cnn1d'}, config {'channels': 8, 'name': 'cnn1d'}"),
+    ("workers", "num_workers: checkpoint 8, config 16"),
+    ("compression", "compression: checkpoint 'none', config 'topk:0.1'"),
+])
+def test_a_checkpoint_of_another_run_is_named_and_kept(finished_run, change, expected):
+  config, workdir = finished_run
+  config.train.num_steps = 8  # would train on and save, were the checkpoint accepted
+  before = _fingerprint(workdir + "/checkpoints")
+  with pytest.raises(CheckpointError) as error:
+    train_and_evaluate(_change(config, change), workdir)
+  assert expected in str(error.value) and "another --workdir" in str(error.value)
+  assert _fingerprint(workdir + "/checkpoints") == before
+
+
+@pytest.mark.parametrize("damage", ["truncate", "delete"])
+def test_a_damaged_checkpoint_is_named_and_kept(finished_run, damage):
+  config, workdir = finished_run
+  state_dir = os.path.join(workdir, "checkpoints", "4", "state")
+  victim = max((os.path.join(root, name) for root, _, files in os.walk(state_dir)
+                for name in files), key=os.path.getsize)  # the array data
+  if damage == "truncate":
+    with open(victim, "r+b") as f:
+      f.truncate(os.path.getsize(victim) // 3)
+  else:
+    os.remove(victim)
+  before = _fingerprint(workdir + "/checkpoints")
+  config.train.num_steps = 8
+  with pytest.raises(CheckpointError, match=r"checkpoints/4 (does not fit|is unreadable)"):
+    train_and_evaluate(config, workdir)
+  assert _fingerprint(workdir + "/checkpoints") == before
+
+
+def test_the_command_line_says_it_in_one_line(finished_run):
+  config, workdir = finished_run
+  result = subprocess.run(
+      [sys.executable, "-m", "experiments.train", "--config", "configs/mnist1d.py:ssgd",
+       "--workdir", workdir, "--config.train.progress_bar=False",
+       f"--config.data.data_dir={config.data.data_dir}"],
+      cwd=REPO, capture_output=True, text=True, timeout=300,
+      env={**os.environ, "JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": "8"})
+  assert result.returncode == 1
+  lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+  assert len(lines) == 1 and "strategy: checkpoint 'odsgd', config 'ssgd'" in lines[0]
+  assert "Traceback" not in result.stderr
