@@ -94,10 +94,8 @@ def _dgc_reference(steps, ratio, momentum):
   return means
 
 
-def test_momentum_correction_matches_numpy_dgc():
-  steps = [np.asarray(_rng.normal(size=(N, 50)), np.float32) for _ in range(5)]
-  communication = parse_communication("topk:0.1,momentum=0.9")
-  assert communication.momentum == 0.9 and communication.uses_error_feedback
+def _means_over_steps(communication, steps):
+  """The mean each exchange delivers, one exchange per entry of `steps` (N workers)."""
 
   def worker(*xs):
     state = communication.init(xs[0])
@@ -107,7 +105,14 @@ def test_momentum_correction_matches_numpy_dgc():
       means.append(mean)
     return means
 
-  means = jax.vmap(worker, axis_name=AXIS)(*[jnp.asarray(g) for g in steps])
+  return jax.vmap(worker, axis_name=AXIS)(*[jnp.asarray(g) for g in steps])
+
+
+def test_momentum_correction_matches_numpy_dgc():
+  steps = [np.asarray(_rng.normal(size=(N, 50)), np.float32) for _ in range(5)]
+  communication = parse_communication("topk:0.1,momentum=0.9")
+  assert communication.momentum == 0.9 and communication.uses_error_feedback
+  means = _means_over_steps(communication, steps)
   for got, expected in zip(means, _dgc_reference(steps, 0.1, 0.9)):
     np.testing.assert_allclose(got[0], expected, rtol=1e-5, atol=1e-6)
 
@@ -117,16 +122,7 @@ def test_momentum_correction_warmup_is_momentum_sgd():
   heavy-ball buffer of the mean gradient."""
   steps = [np.asarray(_rng.normal(size=(N, 30)), np.float32) for _ in range(4)]
   communication = parse_communication("topk:0.1,momentum=0.5,warmup=4")
-
-  def worker(*xs):
-    state = communication.init(xs[0])
-    means = []
-    for x in xs:
-      mean, state = communication.mean(x, state, AXIS)
-      means.append(mean)
-    return means
-
-  means = jax.vmap(worker, axis_name=AXIS)(*[jnp.asarray(g) for g in steps])
+  means = _means_over_steps(communication, steps)
   buffer = np.zeros(30, np.float32)
   for got, g in zip(means, steps):
     buffer = 0.5 * buffer + g.mean(0)
