@@ -60,6 +60,6 @@ def run_jax(name, inner, schedules, num_workers=N, with_logs=False, **options):
                         arrival_order=jnp.asarray(order, jnp.int32)[order < num_workers])
     x, opt_state = tick(x, opt_state, t, schedule)
     history.append(np.asarray(x))
-    logs.append({k: float(v) for k, v in STRATEGIES[name].log(opt_state).items()})
+    logs.append({k: float(np.mean(v)) for k, v in STRATEGIES[name].log(opt_state).items()})
   model = np.asarray(STRATEGIES[name].model_params(x, opt_state))
   return (np.stack(history), model, logs) if with_logs else (np.stack(history), model)

@@ -106,3 +106,34 @@ def test_delayed_strategies_all_reduce_nothing_from_this_batch(name, options):
 
 def test_ssgd_all_reduce_depends_on_this_batch():
   assert collectives_on_batch(_compiled_step("ssgd"))
+
+
+def collectives_outside_branches(hlo_text):
+  """Collectives the step runs on every tick: those reachable from the entry
+  computation without entering a branch of a conditional."""
+  computations, entry = _computations(hlo_text)
+  found, seen, todo = [], {entry}, [entry]
+  while todo:
+    for line in computations.get(todo.pop(), []):
+      match = _INSTRUCTION.match(line)
+      if match and match.group(2).startswith(COLLECTIVES):
+        found.append(match.group(1))
+      for callee in re.findall(r"(?:calls|body|condition|to_apply)=\{?([%\w.\-, ]+)\}?", line):
+        for sub in _NAME.findall(callee):
+          if sub not in seen:
+            seen.add(sub)
+            todo.append(sub)
+  return found
+
+
+@pytest.mark.parametrize("name,options", [
+    ("local_sgd", {"period": 4}),  # only a round's last tick averages
+    ("odsgd", {"local_lr": 0.05, "warmup_steps": 5}),  # the warm-up's all-reduce or the delayed one, not both
+    ("odsgd", {"local_lr": 0.05, "warmup_steps": 0, "compression": "topk:0.01,warmup=5"}),  # dense or compressed
+])
+def test_a_tick_runs_only_the_collectives_of_its_branch(name, options):
+  """Under vmap a cond on per-worker state would become a select running both
+  branches; the compiled step must keep real conditionals around the collectives."""
+  hlo = _compiled_step(name, **options)
+  assert re.search(r"all-(reduce|gather)(-start)?\(", hlo), "the step must still synchronize"
+  assert collectives_outside_branches(hlo) == []

@@ -136,5 +136,5 @@ def asgd_model_params(worker_params: Any, worker_opt_state: AsgdState) -> Any:
 
 
 def asgd_log(worker_opt_state: AsgdState) -> dict[str, jax.Array]:
-  return {"staleness_mean": worker_opt_state.staleness_mean[0],
-          "staleness_max": worker_opt_state.staleness_max[0]}
+  return {"staleness_mean": worker_opt_state.staleness_mean,
+          "staleness_max": worker_opt_state.staleness_max}

@@ -45,3 +45,14 @@ def all_gather(tree: Any, axis_name: AxisName) -> Any:
     return x.reshape((-1, *x.shape[len(leading):]))
 
   return jax.tree.map(gather, tree)
+
+
+def uniform(flag: jax.Array, axis_name: AxisName) -> jax.Array:
+  """`flag`, which every worker computes alike, as one value per device.
+
+  Under `jax.vmap` a flag read from per-worker state is batched, and `lax.cond` on a
+  batched flag becomes a select that runs both branches, collectives included. A max
+  over the innermost axis (the in-device vmap axis of `WorkerMesh.per_worker`) costs
+  no communication and makes the flag unbatched, so the cond stays a branch.
+  """
+  return jax.lax.pmax(jnp.asarray(flag, jnp.int32), _axes(axis_name)[-1]) > 0

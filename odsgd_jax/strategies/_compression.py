@@ -279,29 +279,35 @@ def compressed_mean(tree: Any, state: CommunicationState, compressor: Compressor
   if momentum:
     velocity = jax.tree.map(lambda u, x: momentum * u + x, state.velocity, tree)
     tree = velocity
-  corrected = jax.tree.map(jnp.add, tree, state.error) if error_feedback else tree
-  corrected = jax.tree.map(lambda x: jnp.where(sending, x, jnp.zeros_like(x)), corrected)
-  mean, own, compressor_state, bits = compressor.exchange(corrected, state.compressor_state,
-                                                          key, axis_name)
-  error = state.error
-  if error_feedback:
-    error = jax.tree.map(lambda c, o, e: jnp.where(sending, c - o, e), corrected, own, error)
-  new_velocity = velocity
-  if momentum:
-    new_velocity = jax.tree.map(
-        lambda u, o, old: jnp.where(sending, jnp.where(o != 0, jnp.zeros_like(u), u), old),
-        velocity, own, state.velocity)
-  if warmup_steps:
+  def compressed(_):
+    corrected = jax.tree.map(jnp.add, tree, state.error) if error_feedback else tree
+    corrected = jax.tree.map(lambda x: jnp.where(sending, x, jnp.zeros_like(x)), corrected)
+    mean, own, compressor_state, bits = compressor.exchange(corrected, state.compressor_state,
+                                                            key, axis_name)
+    error = state.error
+    if error_feedback:
+      error = jax.tree.map(lambda c, o, e: jnp.where(sending, c - o, e), corrected, own, error)
+    new_velocity = velocity
+    if momentum:
+      new_velocity = jax.tree.map(
+          lambda u, o, old: jnp.where(sending, jnp.where(o != 0, jnp.zeros_like(u), u), old),
+          velocity, own, state.velocity)
+    return mean, own, error, compressor_state, bits, new_velocity
+
+  def dense(_):
     plain = jax.tree.map(lambda x: jnp.where(sending, x, jnp.zeros_like(x)), tree)
-    plain_mean, _, _, plain_bits = none().exchange(plain, (), key, axis_name)
-    warm = state.count < warmup_steps
-    pick = lambda a, b: jax.tree.map(lambda u, v: jnp.where(warm, u, v), a, b)
-    mean, error = pick(plain_mean, mean), pick(state.error, error)
-    compressor_state = pick(state.compressor_state, compressor_state)
+    mean, _, _, bits = none().exchange(plain, (), key, axis_name)
+    kept = velocity
     if momentum:
       kept = jax.tree.map(lambda u, old: jnp.where(sending, u, old), velocity, state.velocity)
-      new_velocity = pick(kept, new_velocity)
-    bits = jnp.where(warm, plain_bits, bits)
+    return mean, plain, state.error, state.compressor_state, bits, kept
+
+  if warmup_steps:  # a real branch: warm-up steps run only the dense exchange
+    warm = coll.uniform(state.count < warmup_steps, axis_name)
+    mean, own, error, compressor_state, bits, new_velocity = jax.lax.cond(
+        warm, dense, compressed, None)
+  else:
+    mean, own, error, compressor_state, bits, new_velocity = compressed(None)
   bits = jnp.where(sending, bits, 0.0)
   return mean, own, CommunicationState(error, compressor_state, state.count + 1, bits,
                                        new_velocity)

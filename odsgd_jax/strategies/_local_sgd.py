@@ -113,7 +113,8 @@ def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt,
                                           local_steps=local_steps, loss_sum=loss_sum)
 
     # Non-sync ticks send nothing: the collectives live in one branch only.
-    new_params, new_state = jax.lax.cond(tick >= state.period, synchronize, keep_going, None)
+    new_params, new_state = jax.lax.cond(coll.uniform(tick >= state.period, axis_name),
+                                         synchronize, keep_going, None)
     return optax.tree.sub(new_params, params), new_state
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
@@ -226,8 +227,8 @@ def local_sgd_model_params(worker_params: Any, worker_opt_state: LocalSgdState) 
 def local_sgd_log(worker_opt_state: LocalSgdState) -> dict[str, jax.Array]:
   """Period, last round's loss, and whether this tick ended a round (the cluster
   simulator charges the round's all-reduce on it)."""
-  return {"period": worker_opt_state.period[0].astype(jnp.float32),
-          "round_loss": worker_opt_state.last_round_loss[0],
-          "round_end": (worker_opt_state.tick[0] == 0).astype(jnp.float32)}
+  return {"period": worker_opt_state.period.astype(jnp.float32),
+          "round_loss": worker_opt_state.last_round_loss,
+          "round_end": (worker_opt_state.tick == 0).astype(jnp.float32)}
 
 

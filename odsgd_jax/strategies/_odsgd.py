@@ -137,8 +137,8 @@ def odsgd(
   def update_fn(grads, state, params=None, **extra_args):
     del extra_args
     if warmup_steps:
-      new_params, new_state = jax.lax.cond(state.count < warmup_steps, synchronous_step,
-                                           delayed_step, grads, state)
+      new_params, new_state = jax.lax.cond(coll.uniform(state.count < warmup_steps, axis_name),
+                                           synchronous_step, delayed_step, grads, state)
     else:  # no conditional in the program: its only all-reduce reads P_i
       new_params, new_state = delayed_step(grads, state)
     return optax.tree.sub(new_params, params), new_state

@@ -126,5 +126,4 @@ def pseudo_sync_model_params(worker_params: Any, worker_opt_state: PseudoSyncSta
 
 def pseudo_sync_log(worker_opt_state: PseudoSyncState) -> dict[str, jax.Array]:
   """The confidence coefficient alpha, averaged over tensors."""
-  alphas = [a[0] for a in jax.tree.leaves(worker_opt_state.alpha)]
-  return {"alpha": jnp.mean(jnp.stack(alphas))}
+  return {"alpha": jnp.mean(jnp.stack(jax.tree.leaves(worker_opt_state.alpha)), axis=0)}

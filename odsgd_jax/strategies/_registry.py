@@ -25,8 +25,10 @@ class StrategyDef:
     model_params: `model_params(worker_params, worker_opt_state) -> params`;
       both inputs carry a leading worker dimension; the result is the single
       model that is evaluated and saved as the run's result.
-    log: `log(worker_opt_state) -> {name: scalar}`, the strategy's own metrics
-      (staleness, confidence, period, ...), logged with every step.
+    log: `log(worker_opt_state) -> {name: array of shape (N,)}`, the strategy's own
+      metrics (staleness, confidence, period, ...), per worker, logged with every
+      step as their mean over workers. Per worker, because picking worker 0 of a
+      sharded array would cost a cross-device collective on every step.
     inner_updates_per_tick: `f(num_workers)`, how many times a tick steps the
       inner optimizer (asgd: once per arriving gradient, N on a full tick). A
       learning-rate schedule written in ticks divides the inner count by it.

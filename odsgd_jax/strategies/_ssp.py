@@ -102,4 +102,4 @@ def ssp_model_params(worker_params: Any, worker_opt_state: SspState) -> Any:
 
 
 def ssp_log(worker_opt_state: SspState) -> dict[str, jax.Array]:
-  return {"clock_gap": worker_opt_state.clock_gap[0], "blocked": worker_opt_state.blocked[0]}
+  return {"clock_gap": worker_opt_state.clock_gap, "blocked": worker_opt_state.blocked}
