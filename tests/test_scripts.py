@@ -1,5 +1,6 @@
 """The drivers in scripts/ run end to end (shrunk), and a measured step time works."""
 
+import json
 import os
 import subprocess
 import sys
@@ -44,3 +45,22 @@ def test_compare_compressors_writes_bits_table(tmp_path):
   assert "| none | 238,720 | 1.0x |" in table and "| topk:0.05,momentum=0.9 |" in table
   assert "2 seed(s)" in table and len(list(tmp_path.glob("none_seed*"))) == 2
   assert (tmp_path / "compare.png").stat().st_size > 10_000
+
+
+def test_benchmark_writes_its_table_and_nothing_recompiles(tmp_path):
+  result = subprocess.run(
+      [sys.executable, "scripts/benchmark.py", "--models", "cnn1d", "--steps", "3",
+       "--entries", "ssgd,local_sgd (non-sync steps),ssgd + topk:0.01", "--data_steps", "20",
+       "--output", str(tmp_path)],
+      cwd=REPO, capture_output=True, text=True, timeout=600,
+  )
+  assert result.returncode == 0, result.stderr[-2000:]
+  report = json.loads((tmp_path / "benchmark.json").read_text())
+  rows = {row["entry"]: row for row in report["rows"]}
+  assert set(rows) == {"baseline (jit + pmean, optax.sgd momentum)", "ssgd",
+                       "local_sgd (non-sync steps)", "ssgd + topk:0.01"}
+  assert all(row["compiles_after_first_step"] == 0 for row in report["rows"][1:])
+  assert rows["ssgd"]["state_copies"] == 1.0 and rows["ssgd + topk:0.01"]["state_copies"] == 2.0
+  assert all(row["step_ms"] > 0 and row["compile_s"] > 0 for row in report["rows"])
+  assert 0 < report["data_wait_fraction"] < 1
+  assert "| cnn1d | ssgd |" in (tmp_path / "benchmark.md").read_text()

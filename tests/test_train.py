@@ -36,6 +36,7 @@ def test_run_writes_metrics_checkpoints_and_summary(small_config, tmp_path):
     assert json.load(f) == summary
   assert summary["steps"] == 20 and summary["examples_seen"] == 20 * 64
   assert 0.0 <= summary["test_accuracy"] <= 1.0 and summary["wall_time_s"] > 0
+  assert 0.0 < summary["input_host_fraction"] < 1.0 and summary["loop_time_s"] > 0
   rows = read_metrics(workdir)
   step_rows = [r for r in rows if "loss" in r]
   assert [r["step"] for r in step_rows] == list(range(1, 21))
@@ -252,3 +253,23 @@ def test_asgd_learning_rate_schedule_runs_in_ticks_not_server_updates(small_conf
   train_and_evaluate(config, workdir)
   rows = {r["step"]: r for r in read_metrics(workdir) if "loss" in r}
   assert all(rows[step]["update_norm"] > 1e-4 for step in range(3, 17))
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_the_train_step_compiles_once_per_run(small_config, tmp_path, monkeypatch, strategy):
+  """Schedules change every tick (arrival orders, active masks, round ends); the
+  step must not recompile for them."""
+  import odsgd_jax.train._loop as loop
+  made = []
+
+  def recording(*args, **kwargs):
+    made.append(make_train_step(*args, **kwargs))
+    return made[-1]
+
+  monkeypatch.setattr(loop, "make_train_step", recording)
+  config = _strategies.use_strategy(small_config, strategy)
+  config.cluster.speeds = (1.0, 1.0, 0.5, 0.5, 1.0, 1.0, 0.25, 1.0)
+  config.cluster.jitter = 0.2
+  config.train.num_steps = 12
+  train_and_evaluate(config, str(tmp_path / "run"))
+  assert [step._cache_size() for step in made] == [1]

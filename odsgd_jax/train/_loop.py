@@ -199,6 +199,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                   disable=not (is_writer and train_cfg.progress_bar))
 
   started = time.perf_counter()
+  input_s = 0.0  # host time spent reading and transferring batches
   last_log = (start_step, started)
   pending = None  # (step, metrics on device): fetched after the next step is dispatched
   evaluation = None
@@ -236,7 +237,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     for step in range(start_step + 1, train_cfg.num_steps + 1):
       schedule = clock.schedule(step - 1)
       active = np.asarray(schedule.active)
+      reading = time.perf_counter()
       batch = parallel.put_batch(worker_mesh, batches.take(active[workers.start:workers.stop]))
+      input_s += time.perf_counter() - reading
       data_positions += active.astype(np.int64)
       if jax.process_count() > 1:  # host values must be global arrays in a multi-process jit
         schedule = parallel.put_global(schedule, replicated)
@@ -265,6 +268,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         save(step)
     if pending is not None:
       finish_step(*pending)
+    loop_s = time.perf_counter() - started  # the training loop, evaluations included
     if evaluation is None:  # resumed a finished run: report it again
       evaluation = _evaluate(eval_step, state, test_split, spec, eval_batch_size, eval_sharding)
     # The run's result on its own, loadable without knowing the strategy's state.
@@ -293,6 +297,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       "sim_time_to_target_s": reached_target[1] if reached_target else None,
       "steps_to_target": reached_target[0] if reached_target else None,
       "sim_time_fractions": clock.fractions(),
+      # Of this session's training loop (a resumed run: since the resume). The host
+      # reads the next batch while the devices run the previous step, so this is an
+      # upper bound on the time the devices wait for data (scripts/benchmark.py
+      # measures that by running the loop without the input pipeline).
+      "loop_time_s": loop_s,
+      "input_host_fraction": input_s / max(loop_s, 1e-9),
   }
   if is_writer:
     _write_json_atomically(os.path.join(workdir, "summary.json"), summary)
