@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from configs import _strategies
 from odsgd_jax.train import train_and_evaluate
 
@@ -60,7 +62,8 @@ def test_benchmark_writes_its_table_and_nothing_recompiles(tmp_path):
   assert set(rows) == {"baseline (jit + pmean, optax.sgd momentum)", "ssgd",
                        "local_sgd (non-sync steps)", "ssgd + topk:0.01"}
   assert all(row["compiles_after_first_step"] == 0 for row in report["rows"][1:])
-  assert rows["ssgd"]["state_copies"] == 1.0 and rows["ssgd + topk:0.01"]["state_copies"] == 2.0
+  assert rows["ssgd"]["state_copies"] == 1.0  # momentum; topk adds its residual (+ 2 scalars)
+  assert rows["ssgd + topk:0.01"]["state_copies"] == pytest.approx(2.0, abs=1e-3)
   assert all(row["step_ms"] > 0 and row["compile_s"] > 0 for row in report["rows"])
-  assert 0 < report["data_wait_fraction"] < 1
+  assert 0 <= report["data_wait_fraction"] < 1 and 0 < report["input_host_fraction"] < 1
   assert "| cnn1d | ssgd |" in (tmp_path / "benchmark.md").read_text()

@@ -271,5 +271,6 @@ def test_the_train_step_compiles_once_per_run(small_config, tmp_path, monkeypatc
   config.cluster.speeds = (1.0, 1.0, 0.5, 0.5, 1.0, 1.0, 0.25, 1.0)
   config.cluster.jitter = 0.2
   config.train.num_steps = 12
+  config.optimizer.warmup_steps = 0
   train_and_evaluate(config, str(tmp_path / "run"))
   assert [step._cache_size() for step in made] == [1]
