@@ -8,5 +8,5 @@ from odsgd_jax.data._datasets import DatasetSpec as DatasetSpec
 from odsgd_jax.data._datasets import open_splits as open_splits
 from odsgd_jax.data._datasets import resolve_data_dir as resolve_data_dir
 from odsgd_jax.data._pipeline import TrainBatches as TrainBatches
+from odsgd_jax.data._pipeline import WorkerBatches as WorkerBatches
 from odsgd_jax.data._pipeline import eval_batches as eval_batches
-from odsgd_jax.data._pipeline import worker_batches as worker_batches

@@ -144,20 +144,14 @@ class WorkerBatches:
     self._order = _ShardOrder(worker=worker, num_workers=num_workers, shard_size=shard_size,
                               batch_size=batch_size, seed=seed)
     self._seed = worker_seed(seed, worker)
+    self._augmented = spec.augment != "none"
 
   def __len__(self) -> int:
     return 2**62  # endless: the run's length decides
 
   def __getitem__(self, step: int) -> dict[str, np.ndarray]:
-    augmented = self._spec.augment != "none"
-    rng = np.random.default_rng([self._seed, step]) if augmented else None
+    rng = np.random.default_rng([self._seed, step]) if self._augmented else None
     return train_batch(self._spec, self._split, self._order(step), rng)
-
-
-def worker_batches(split: Any, spec: DatasetSpec, *, worker: int, num_workers: int,
-                   batch_size: int, seed: int) -> WorkerBatches:
-  return WorkerBatches(split, spec, worker=worker, num_workers=num_workers,
-                       batch_size=batch_size, seed=seed)
 
 
 class TrainBatches:
@@ -184,8 +178,8 @@ class TrainBatches:
       prefetch: int = 8,
   ):
     self._per_worker = [
-        worker_batches(split, spec, worker=w, num_workers=num_workers,
-                       batch_size=batch_size, seed=seed)
+        WorkerBatches(split, spec, worker=w, num_workers=num_workers,
+                      batch_size=batch_size, seed=seed)
         for w in workers
     ]
     self._num_steps = len(self._per_worker[0])

@@ -84,10 +84,9 @@ def put_batch(worker_mesh: WorkerMesh, local_batch: Any) -> Any:
   sharding = worker_mesh.sharding(BATCH)
   if jax.process_count() == 1:
     return jax.device_put(local_batch, sharding)
-  share = worker_mesh.num_workers // len(local_workers(worker_mesh))
   return jax.tree.map(
       lambda x: jax.make_array_from_process_local_data(
-          sharding, x, (x.shape[0] * share, *x.shape[1:])), local_batch)
+          sharding, x, (worker_mesh.num_workers, *x.shape[1:])), local_batch)
 
 
 def put_global(tree: Any, sharding: jax.sharding.Sharding) -> Any:
