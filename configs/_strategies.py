@@ -40,6 +40,20 @@ OPTIMIZER_CHANGES = {
 }
 
 
+def use_odsgd_authors_settings(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """odsgd with the OD-SGD authors' local rate and warm-up (configs/odsgd_*.py).
+
+  Their scripts use local lr 0.5, but their local step carries the server's 1/(B N)
+  rescale, so it is `local_lr = 0.5 / N` here; N is read from the config, so set
+  cluster.num_workers in the config file rather than on the command line.
+  """
+  config = use_strategy(config, "odsgd")
+  config.strategy.local_lr = 0.5 / config.cluster.num_workers
+  config.strategy.warmup_steps = 200  # synchronous steps first
+  config.strategy.local_optimizer = "sgd"
+  return config
+
+
 def use_strategy(config: ml_collections.ConfigDict, name: str) -> ml_collections.ConfigDict:
   """`config` with strategy `name`, its options and its inner-optimizer changes."""
   if name not in STRATEGY_OPTIONS:

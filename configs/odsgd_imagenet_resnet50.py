@@ -11,7 +11,4 @@ from configs import _strategies, imagenet_resnet50
 
 
 def get_config():
-  config = _strategies.use_strategy(imagenet_resnet50.get_config(), "odsgd")
-  config.strategy.local_lr = 0.5 / config.cluster.num_workers
-  config.strategy.warmup_steps = 200
-  return config
+  return _strategies.use_odsgd_authors_settings(imagenet_resnet50.get_config())

@@ -11,8 +11,6 @@ from configs import _strategies, mnist_lenet
 
 
 def get_config():
-  config = _strategies.use_strategy(mnist_lenet.get_config(), "odsgd")
-  config.optimizer.learning_rate = 0.1
-  config.strategy.local_lr = 0.5 / config.cluster.num_workers
-  config.strategy.warmup_steps = 200
+  config = _strategies.use_odsgd_authors_settings(mnist_lenet.get_config())
+  config.optimizer.learning_rate = 0.1  # the authors' global rate
   return config
