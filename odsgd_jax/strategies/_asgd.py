@@ -132,7 +132,7 @@ def asgd(
 def asgd_model_params(worker_params: Any, worker_opt_state: AsgdState) -> Any:
   """The model of an asgd run: the server's weights W."""
   del worker_params
-  return jax.tree.map(lambda x: x[0], worker_opt_state.server_params)
+  return coll.first_worker(worker_opt_state.server_params)
 
 
 def asgd_log(worker_opt_state: AsgdState) -> dict[str, jax.Array]:

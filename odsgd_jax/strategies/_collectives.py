@@ -47,6 +47,12 @@ def all_gather(tree: Any, axis_name: AxisName) -> Any:
   return jax.tree.map(gather, tree)
 
 
+def first_worker(tree: Any) -> Any:
+  """Worker 0's copy of a per-worker tree (leading dimension N), outside the
+  per-worker function: the model of strategies whose copies agree."""
+  return jax.tree.map(lambda x: x[0], tree)
+
+
 def uniform(flag: jax.Array, axis_name: AxisName) -> jax.Array:
   """`flag`, which every worker computes alike, as one value per device.
 

@@ -149,4 +149,4 @@ def odsgd(
 def odsgd_model_params(worker_params: Any, worker_opt_state: OdsgdState) -> Any:
   """The model of an odsgd run: the global weights W (not the compensated x_i)."""
   del worker_params
-  return jax.tree.map(lambda x: x[0], worker_opt_state.global_params)
+  return coll.first_worker(worker_opt_state.global_params)

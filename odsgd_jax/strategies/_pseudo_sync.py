@@ -121,7 +121,7 @@ def pseudo_sync(
 def pseudo_sync_model_params(worker_params: Any, worker_opt_state: PseudoSyncState) -> Any:
   """The model of a pseudo_sync run: worker 0's parameters (all replicas are identical)."""
   del worker_opt_state
-  return jax.tree.map(lambda x: x[0], worker_params)
+  return coll.first_worker(worker_params)
 
 
 def pseudo_sync_log(worker_opt_state: PseudoSyncState) -> dict[str, jax.Array]:

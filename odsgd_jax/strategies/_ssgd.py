@@ -2,9 +2,9 @@
 
 from typing import Any, NamedTuple
 
-import jax
 import optax
 
+from odsgd_jax.strategies import _collectives as coll
 from odsgd_jax.strategies import _compression as comp
 
 AxisName = str | tuple[str, ...]
@@ -74,4 +74,4 @@ def ssgd(
 def ssgd_model_params(worker_params: Any, worker_opt_state: Any) -> Any:
   """The model of an ssgd run: worker 0's parameters (all replicas are identical)."""
   del worker_opt_state
-  return jax.tree.map(lambda x: x[0], worker_params)
+  return coll.first_worker(worker_params)

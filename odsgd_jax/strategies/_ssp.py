@@ -98,7 +98,7 @@ def ssp(
 def ssp_model_params(worker_params: Any, worker_opt_state: SspState) -> Any:
   """The model of an ssp run: the server's weights W."""
   del worker_params
-  return jax.tree.map(lambda x: x[0], worker_opt_state.server_params)
+  return coll.first_worker(worker_opt_state.server_params)
 
 
 def ssp_log(worker_opt_state: SspState) -> dict[str, jax.Array]:

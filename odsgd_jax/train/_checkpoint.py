@@ -52,8 +52,8 @@ class Checkpoints:
         unreadable; the message names what and how to go on.
     """
     where = os.path.join(self.directory, str(step))
-    advice = (f"resume with the config that wrote it, or start this config in another "
-              f"--workdir (the checkpoint is left as it is)")
+    advice = ("resume with the config that wrote it, or start this config in another "
+              "--workdir (the checkpoint is left as it is)")
     try:
       progress = self._manager.restore(
           step, args=ocp.args.Composite(progress=ocp.args.JsonRestore())).progress
