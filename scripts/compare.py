@@ -54,18 +54,22 @@ def _shorten(config, steps):
     config.strategy.warmup_steps = min(config.strategy.warmup_steps, steps // 4)
 
 
+def _train(config, workdir, eval_every, steps):
+  """(summary, metric rows) of `config` trained afresh in `workdir`."""
+  config.train.progress_bar = False
+  config.train.eval_every = eval_every
+  _shorten(config, steps)
+  shutil.rmtree(workdir, ignore_errors=True)  # this script's own output: always fresh
+  return train_and_evaluate(config, workdir), read_metrics(workdir)
+
+
 def run_all(config_path, names, eval_every, output, steps=None):
   module = load_config_module(config_path)
   runs = {}
   for name in names:
     config = _strategies.use_strategy(module.get_config(), name)
-    config.train.progress_bar = False
-    config.train.eval_every = eval_every
-    _shorten(config, steps)
-    workdir = os.path.join(output, name)
-    shutil.rmtree(workdir, ignore_errors=True)  # this script's own output: always fresh
-    summary = train_and_evaluate(config, workdir)
-    runs[name] = (summary, read_metrics(workdir))
+    runs[name] = _train(config, os.path.join(output, name), eval_every, steps)
+    summary = runs[name][0]
     print(f"{name}: accuracy {summary['test_accuracy']:.4f}, simulated "
           f"{summary['sim_time_s']:.1f} s", flush=True)
   return runs, module.get_config()
@@ -85,15 +89,11 @@ def run_compressions(config_path, strategy, specs, eval_every, output, steps=Non
       if communication is not None and communication.momentum:
         config.optimizer.momentum = 0.0
       config.train.seed = seed
-      config.train.progress_bar = False
-      config.train.eval_every = eval_every
-      _shorten(config, steps)
       name = spec.replace(":", "_").replace(",", "_").replace("=", "")
-      workdir = os.path.join(output, f"{name}_seed{seed}")
-      shutil.rmtree(workdir, ignore_errors=True)
-      summary = train_and_evaluate(config, workdir)
-      runs[spec].append((summary, read_metrics(workdir)))
-      print(f"{spec}, seed {seed}: accuracy {summary['test_accuracy']:.4f}", flush=True)
+      runs[spec].append(_train(config, os.path.join(output, f"{name}_seed{seed}"), eval_every,
+                               steps))
+      print(f"{spec}, seed {seed}: accuracy {runs[spec][-1][0]['test_accuracy']:.4f}",
+            flush=True)
   return runs, module.get_config()
 
 
