@@ -14,11 +14,10 @@ import pytest
 
 from odsgd_jax import parallel
 from odsgd_jax.cluster import synchronous_schedule
-from odsgd_jax.data import TrainBatches
 from odsgd_jax.models import make_model
 from configs import _strategies
 from odsgd_jax.strategies import STRATEGIES, get_strategy, ssgd
-from odsgd_jax.train import (NonFiniteLossError, init_state, make_eval_step, make_train_step,
+from odsgd_jax.train import (Hook, NonFiniteLossError, init_state, make_eval_step, make_train_step,
                              model_variables, read_metrics, train_and_evaluate)
 from tests.catalog_standins import prepare_standin
 from tests.helpers import assert_trees_close, assert_trees_equal, saved_state
@@ -83,26 +82,24 @@ def test_a_worker_on_two_devices_equals_one_device_with_the_doubled_batch(small_
   assert_trees_close(states[0]["opt_state"], states[1]["opt_state"], rtol=1e-5, atol=1e-6)
 
 
-def _crash_at_step_15_then_resume(config, tmp_path, monkeypatch):
+class _CrashAtStep(Hook):
+  def __init__(self, step):
+    self.step = step
+
+  def before_step(self, step):
+    if step == self.step:
+      raise KeyboardInterrupt("simulated crash")
+
+
+def _crash_at_step_15_then_resume(config, tmp_path):
   """Runs `config` straight, and with a crash at tick 15 and a resume; both must agree."""
   straight = str(tmp_path / "straight")
   train_and_evaluate(config, straight)
 
   resumed = str(tmp_path / "resumed")
-  real_take = TrainBatches.take
-  ticks = []
-
-  def crash_at_tick_15(self, active=None):
-    ticks.append(1)
-    if len(ticks) == 15:
-      raise KeyboardInterrupt("simulated crash")
-    return real_take(self, active)
-
-  monkeypatch.setattr(TrainBatches, "take", crash_at_tick_15)
   with pytest.raises(KeyboardInterrupt):
-    train_and_evaluate(config, resumed)
+    train_and_evaluate(config, resumed, hooks=[_CrashAtStep(15)])
   assert sorted(os.listdir(os.path.join(resumed, "checkpoints"))) == ["10"]
-  monkeypatch.setattr(TrainBatches, "take", real_take)
   summary = train_and_evaluate(config, resumed)
 
   # the whole state: parameters, strategy state (pending gradients, global or
@@ -117,18 +114,18 @@ def _crash_at_step_15_then_resume(config, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 def test_crash_then_resume_equals_uninterrupted_run_bit_for_bit(small_config, tmp_path,
-                                                                monkeypatch, strategy):
+                                                                strategy):
   config = _strategies.use_strategy(small_config, strategy)
   if strategy == "odsgd":
     config.strategy.warmup_steps = 5  # both phases before the checkpoint
   config.optimizer.warmup_steps = min(config.optimizer.warmup_steps, 5)
-  _crash_at_step_15_then_resume(config, tmp_path, monkeypatch)
+  _crash_at_step_15_then_resume(config, tmp_path)
 
 
 @pytest.mark.parametrize("strategy,compression", [("odsgd", "topk:0.05,momentum=0.9"),
                                                   ("local_sgd", "powersgd:2")])
-def test_compression_state_survives_resume_bit_for_bit(small_config, tmp_path, monkeypatch,
-                                                       strategy, compression):
+def test_compression_state_survives_resume_bit_for_bit(small_config, tmp_path, strategy,
+                                                       compression):
   """Error-feedback residuals, momentum correction's velocities and PowerSGD's
   warm-start Q are in the checkpoint."""
   config = _strategies.use_strategy(small_config, strategy)
@@ -136,18 +133,17 @@ def test_compression_state_survives_resume_bit_for_bit(small_config, tmp_path, m
     config.strategy.warmup_steps = 5
     config.optimizer.momentum = 0.0  # the momentum is the compression's
   config.strategy.compression = compression
-  _crash_at_step_15_then_resume(config, tmp_path, monkeypatch)
+  _crash_at_step_15_then_resume(config, tmp_path)
 
 
-def test_heterogeneous_resume_keeps_each_workers_data_position(small_config, tmp_path,
-                                                               monkeypatch):
+def test_heterogeneous_resume_keeps_each_workers_data_position(small_config, tmp_path):
   """Slow workers do not consume batches on ticks they are not active: after 20
   ticks at speeds 1, 0.5, 0.25 (oscars) they have read 20, 10 and 5 batches."""
   config = _strategies.use_strategy(small_config, "oscars")
   config.cluster.num_workers = 4
   config.cluster.speeds = (1.0, 1.0, 0.5, 0.25)
   config.parallel.num_devices = 1
-  straight = _crash_at_step_15_then_resume(config, tmp_path, monkeypatch)
+  straight = _crash_at_step_15_then_resume(config, tmp_path)
   progress = os.path.join(straight, "checkpoints", "20", "progress", "metadata")
   with open(progress) as f:
     assert json.load(f)["data_positions"] == [20, 20, 10, 5]
@@ -256,21 +252,19 @@ def test_asgd_learning_rate_schedule_runs_in_ticks_not_server_updates(small_conf
 
 
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
-def test_the_train_step_compiles_once_per_run(small_config, tmp_path, monkeypatch, strategy):
+def test_the_train_step_compiles_once_per_run(small_config, tmp_path, strategy):
   """Schedules change every tick (arrival orders, active masks, round ends); the
   step must not recompile for them."""
-  import odsgd_jax.train._loop as loop
-  made = []
 
-  def recording(*args, **kwargs):
-    made.append(make_train_step(*args, **kwargs))
-    return made[-1]
+  class KeepExperiment(Hook):
+    def on_start(self, experiment, state):
+      self.experiment = experiment
 
-  monkeypatch.setattr(loop, "make_train_step", recording)
+  kept = KeepExperiment()
   config = _strategies.use_strategy(small_config, strategy)
   config.cluster.speeds = (1.0, 1.0, 0.5, 0.5, 1.0, 1.0, 0.25, 1.0)
   config.cluster.jitter = 0.2
   config.train.num_steps = 12
   config.optimizer.warmup_steps = 0
-  train_and_evaluate(config, str(tmp_path / "run"))
-  assert [step._cache_size() for step in made] == [1]
+  train_and_evaluate(config, str(tmp_path / "run"), hooks=[kept])
+  assert kept.experiment.train_step._cache_size() == 1

@@ -2,6 +2,12 @@
 
 from odsgd_jax.train._checkpoint import CheckpointError as CheckpointError
 from odsgd_jax.train._checkpoint import Checkpoints as Checkpoints
+from odsgd_jax.train._compile_cache import use_compilation_cache as use_compilation_cache
+from odsgd_jax.train._evaluate import Evaluator as Evaluator
+from odsgd_jax.train._experiment import Experiment as Experiment
+from odsgd_jax.train._experiment import build_experiment as build_experiment
+from odsgd_jax.train._loop import BatchSource as BatchSource
+from odsgd_jax.train._loop import Hook as Hook
 from odsgd_jax.train._loop import NonFiniteLossError as NonFiniteLossError
 from odsgd_jax.train._loop import Preempted as Preempted
 from odsgd_jax.train._loop import train_and_evaluate as train_and_evaluate

@@ -1,33 +1,27 @@
 """train_and_evaluate: the whole run, from config to summary.json, resumable."""
 
 import json
-import math
 import os
 import signal
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol, Sequence
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import orbax.checkpoint as ocp
 import tqdm
 from jax.experimental import multihost_utils
-from jax.sharding import NamedSharding
-from jax.sharding import PartitionSpec as P
 
 from odsgd_jax import parallel
 from odsgd_jax.cluster import synchronous_schedule
-from odsgd_jax.data import DATASETS, TrainBatches, eval_batches, open_splits
-from odsgd_jax.models import make_model
-from odsgd_jax.strategies import get_strategy
 from odsgd_jax.train._checkpoint import Checkpoints
+from odsgd_jax.train._experiment import Experiment, build_experiment
 from odsgd_jax.train._metrics import MetricsWriter
-from odsgd_jax.train._optimizer import make_inner_optimizer, make_lr_schedule, strategy_options
 from odsgd_jax.train._simulation import SimulatedClock, calibrate_step_time, message_bytes
-from odsgd_jax.train._step import init_state, make_eval_step, make_train_step, model_variables
-from odsgd_jax.train._validate import validate_config
+from odsgd_jax.train._step import TrainState, model_variables
 
 
 class NonFiniteLossError(RuntimeError):
@@ -41,6 +35,36 @@ class Preempted(Exception):
     super().__init__(f"preempted: saved a checkpoint of step {step} in {directory}; run the "
                      f"same command again to resume")
     self.step = step
+
+
+class Hook:
+  """Watches a run from inside the loop; subclass and override what you need.
+
+  The loop calls every hook's methods in order. A hook may raise to stop the run
+  (a test simulates a crash this way); it must not change the state it is shown.
+  """
+
+  def on_start(self, experiment: Experiment, state: TrainState) -> None:
+    """Before the first step of this session (after a resume: of the remaining ones)."""
+
+  def before_step(self, step: int) -> None:
+    """Before step `step` (1-based) is dispatched."""
+
+  def after_step(self, step: int, metrics: dict[str, float]) -> None:
+    """Step `step`'s metrics (means over workers), once fetched from the devices."""
+
+  def after_eval(self, step: int, evaluation: dict[str, float]) -> None:
+    """The test loss and accuracy after step `step`."""
+
+
+class BatchSource(Protocol):
+  """Where the loop takes each tick's batches from (default: the config's data)."""
+
+  def seek(self, positions: Sequence[int]) -> None:
+    """Moves this process's workers to their saved data positions."""
+
+  def take(self, active: np.ndarray) -> Any:
+    """The next tick's batches of this process's workers; inactive ones keep theirs."""
 
 
 class _PreemptionNotice:
@@ -72,17 +96,13 @@ class _PreemptionNotice:
       self._previous = None
 
 
-def _options(section: ml_collections.ConfigDict) -> dict[str, Any]:
-  return {k: v for k, v in section.to_dict().items() if k != "name"}
-
-
-def _evaluate(eval_step, state, split, spec, batch_size, sharding) -> dict[str, float]:
-  total_loss, correct = 0.0, 0.0
-  for batch in eval_batches(split, spec, batch_size):
-    loss, num_correct = eval_step(state, parallel.put_global(batch, sharding))
-    total_loss += float(loss)
-    correct += float(num_correct)
-  return {"test_loss": total_loss / len(split), "test_accuracy": correct / len(split)}
+@jax.jit
+def _pack_metrics(metrics: dict[str, jax.Array]) -> jax.Array:
+  """A step's metrics as one float32 array (metrics x workers), in sorted name order:
+  fetching one array costs a fraction of fetching each (2 ms for ten, on a slow host)."""
+  num_workers = max(np.shape(v)[0] if np.ndim(v) else 1 for v in metrics.values())
+  return jnp.stack([jnp.broadcast_to(metrics[name], (num_workers,)).astype(jnp.float32)
+                    for name in sorted(metrics)])
 
 
 def _write_json_atomically(path: str, payload: dict[str, Any]) -> None:
@@ -93,29 +113,216 @@ def _write_json_atomically(path: str, payload: dict[str, Any]) -> None:
   os.replace(tmp, path)
 
 
-def _open_splits_in_turn(name: str, data_dir: str | None) -> tuple[Any, Any]:
-  """`open_splits`, with process 0 first: an offline data set is prepared by one
-  process while the others wait, not by all of them at once into the same folder."""
-  if jax.process_count() == 1:
-    return open_splits(name, data_dir)
-  if jax.process_index() == 0:
-    splits = open_splits(name, data_dir)
-  multihost_utils.sync_global_devices("odsgd_jax: data set prepared")
-  if jax.process_index() != 0:
-    splits = open_splits(name, data_dir)
-  return splits
+class _Progress:
+  """Where a run stands besides its train state: each worker's data position, the
+  simulated clock, the first evaluation that reached the target, and wall time."""
+
+  def __init__(self, experiment: Experiment, clock: SimulatedClock, saved: dict[str, Any]):
+    self.clock = clock
+    if "clock" in saved:
+      clock.load_state_dict(saved["clock"])
+    self.data_positions = np.broadcast_to(np.asarray(saved.get("data_positions", 0), np.int64),
+                                          (experiment.num_workers,)).copy()
+    self.reached_target = saved.get("reached_target")  # (step, sim_time) or None
+    self.wall_time_before = saved.get("wall_time_s", 0.0)  # of earlier sessions
+    self.started = time.perf_counter()
+
+  @property
+  def wall_time(self) -> float:
+    return self.wall_time_before + time.perf_counter() - self.started
+
+  def state_dict(self, identity: dict[str, Any]) -> dict[str, Any]:
+    return {"data_positions": self.data_positions.tolist(), "wall_time_s": self.wall_time,
+            "clock": self.clock.state_dict(), "reached_target": self.reached_target,
+            "identity": identity}
 
 
-def _identity(config: ml_collections.ConfigDict) -> dict[str, Any]:
-  """What a checkpoint must share with the config that resumes it."""
-  identity = {"dataset": config.data.name, "model": config.model.to_dict(),
-              "strategy": config.strategy.name,
-              "compression": config.strategy.get("compression") or "none",
-              "num_workers": config.cluster.num_workers}
-  return json.loads(json.dumps(identity))  # as it reads back from the checkpoint
+class _Run:
+  """One session of a run in `workdir`: resume, loop, save, report."""
+
+  def __init__(self, experiment: Experiment, workdir: str, batches: BatchSource | None,
+               hooks: Sequence[Hook]):
+    self.x, self.workdir, self.hooks = experiment, workdir, list(hooks)
+    self.train_cfg = experiment.config.train
+    self.is_writer = jax.process_index() == 0
+    self.workers = parallel.local_workers(experiment.worker_mesh)
+    self.batches = batches if batches is not None else experiment.train_batches()
+    self.replicated = experiment.worker_mesh.sharding(parallel.REPLICATED)
+    self.checkpoints = Checkpoints(workdir, self.train_cfg.max_checkpoints)
+    self.identity = experiment.identity()
+    self.evaluation = None
+    self.pending = None  # (step, metrics on device): fetched after the next step is dispatched
+
+  def resume(self) -> None:
+    """The latest checkpoint's state and progress, or a fresh start; then the clock."""
+    self.state = self.x.init_state()
+    saved: dict[str, Any] = {}
+    self.resumed_step = self.checkpoints.latest_step()
+    if self.resumed_step is not None:
+      self.state, saved = self.checkpoints.restore(self.resumed_step, self.state, self.identity)
+    if self.is_writer:  # only once the checkpoint is known to belong to this config
+      _write_json_atomically(os.path.join(self.workdir, "config.json"), self.x.config.to_dict())
+    self.start_step = int(self.state.step)
+    clock = SimulatedClock(self.x.config, self._step_time(saved), message_bytes(self.state.params))
+    self.progress = _Progress(self.x, clock, saved)
+    self.batches.seek(self.progress.data_positions[self.workers.start:self.workers.stop])
+
+  def _step_time(self, saved: dict[str, Any]) -> float:
+    """Seconds of one simulated step: the config's, or this host's compiled step
+    measured once (a resumed run keeps its measurement)."""
+    step_time = saved.get("clock", {}).get("step_time") or self.x.config.cluster.step_time
+    if step_time:
+      return step_time
+    probe = parallel.put_batch(self.x.worker_mesh, self.x.train_batches().take())
+    return self.x.config.cluster.compute_scale * calibrate_step_time(
+        self.x.train_step, self.state, probe, synchronous_schedule(0, self.x.num_workers),
+        self.x.worker_mesh.workers_per_device)
+
+  def finish_step(self) -> None:
+    """Fetches the pending step's metrics, checks them, advances the clock, logs."""
+    step, metrics = self.pending
+    self.pending = None
+    packed = parallel.fetch(_pack_metrics(metrics))
+    metrics = {name: float(np.mean(row)) for name, row in zip(sorted(metrics), packed,
+                                                                 strict=True)}
+    if not (np.isfinite(metrics["loss"]) and np.isfinite(metrics["param_norm"])):
+      raise NonFiniteLossError(
+          f"loss is {metrics['loss']} (parameter norm {metrics['param_norm']}) at step {step}: "
+          f"training diverged and stopped without saving. The last good checkpoint "
+          f"(step {self.checkpoints.latest_step()}) in {self.checkpoints.directory} is intact; "
+          f"lower optimizer.learning_rate (now {self.x.config.optimizer.learning_rate}) and rerun."
+      )
+    sim_time = self.progress.clock.advance(step - 1, metrics)
+    for hook in self.hooks:
+      hook.after_step(step, metrics)
+    if step % self.train_cfg.log_every == 0 or step == self.train_cfg.num_steps:
+      now = time.perf_counter()
+      steps_per_s = (step - self.last_log[0]) / max(now - self.last_log[1], 1e-9)
+      self.last_log = (step, now)
+      data_cfg = self.x.config.data
+      self.writer.write(step, {**metrics, "steps_per_s": steps_per_s,
+                               "examples_seen": step * data_cfg.batch_size,
+                               "epoch": step / self.x.steps_per_epoch, "sim_time": sim_time})
+      self.bar.set_postfix(loss=f"{metrics['loss']:.4f}", acc=f"{metrics['accuracy']:.3f}")
+
+  def evaluate(self, step: int) -> None:
+    self.evaluation = self.evaluator(self.state)
+    self.writer.write(step, {**self.evaluation, "sim_time": self.progress.clock.time})
+    target = self.train_cfg.target_accuracy
+    if (self.progress.reached_target is None and target
+        and self.evaluation["test_accuracy"] >= target):
+      self.progress.reached_target = (step, self.progress.clock.time)
+    for hook in self.hooks:
+      hook.after_eval(step, self.evaluation)
+
+  def save(self, step: int) -> None:
+    self.checkpoints.save(step, self.state, self.progress.state_dict(self.identity))
+
+  def tick(self, step: int) -> None:
+    """Dispatches step `step`: the schedule, the batches, the compiled step."""
+    for hook in self.hooks:
+      hook.before_step(step)
+    schedule = self.progress.clock.schedule(step - 1)
+    active = np.asarray(schedule.active)
+    reading = time.perf_counter()
+    batch = parallel.put_batch(self.x.worker_mesh,
+                               self.batches.take(active[self.workers.start:self.workers.stop]))
+    self.input_s += time.perf_counter() - reading
+    self.progress.data_positions += active.astype(np.int64)
+    if jax.process_count() > 1:  # host values must be global arrays in a multi-process jit
+      schedule = parallel.put_global(schedule, self.replicated)
+    self.state, metrics = self.x.train_step(self.state, batch, schedule)
+    if self.pending is not None:
+      self.finish_step()
+    self.pending = (step, metrics)
+
+  def loop(self, preemption: _PreemptionNotice) -> None:
+    """Steps to the end, evaluating, checkpointing, and saving on SIGTERM."""
+    for step in range(self.start_step + 1, self.train_cfg.num_steps + 1):
+      self.tick(step)
+      self.bar.update(1)
+      eval_due = step % self.train_cfg.eval_every == 0 or step == self.train_cfg.num_steps
+      save_due = step % self.train_cfg.checkpoint_every == 0 or step == self.train_cfg.num_steps
+      if preemption.requested(step):
+        self.finish_step()
+        self.save(step)
+        raise Preempted(step, self.checkpoints.directory)
+      if eval_due or save_due:
+        self.finish_step()  # never save or report a step that diverged
+      if eval_due:
+        self.evaluate(step)
+      if save_due:
+        self.save(step)
+    if self.pending is not None:
+      self.finish_step()
+
+  def run(self) -> dict[str, Any]:
+    """The session: resume, train to the end, save the model, return the summary."""
+    preemption = _PreemptionNotice()
+    self.writer = self.bar = None
+    try:
+      self.resume()
+      self.evaluator = self.x.evaluator()
+      self.writer = MetricsWriter(self.workdir, enabled=self.is_writer,
+                                  resumed_step=self.resumed_step)
+      self.bar = tqdm.tqdm(total=self.train_cfg.num_steps, initial=self.start_step, unit="step",
+                           dynamic_ncols=True,
+                           disable=not (self.is_writer and self.train_cfg.progress_bar))
+      for hook in self.hooks:
+        hook.on_start(self.x, self.state)
+      started = time.perf_counter()
+      self.input_s, self.last_log = 0.0, (self.start_step, started)
+      self.loop(preemption)
+      self.loop_s = time.perf_counter() - started  # the training loop, evaluations included
+      if self.evaluation is None:  # resumed a finished run: report it again
+        self.evaluation = self.evaluator(self.state)
+      # The run's result on its own, loadable without knowing the strategy's state.
+      with ocp.StandardCheckpointer() as checkpointer:
+        checkpointer.save(os.path.join(os.path.abspath(self.workdir), "model"),
+                          parallel.fetch(model_variables(self.state, self.x.strategy)),
+                          force=True)  # host arrays: load anywhere
+    finally:
+      preemption.close()
+      for closable in (self.bar, self.writer):
+        if closable is not None:
+          closable.close()
+      self.checkpoints.close()
+    return self.summary()
+
+  def summary(self) -> dict[str, Any]:
+    steps, data_cfg = int(self.state.step), self.x.config.data
+    clock, reached = self.progress.clock, self.progress.reached_target
+    return {
+        **self.evaluation,
+        "steps": steps,
+        "epochs": steps / self.x.steps_per_epoch,
+        "examples_seen": steps * data_cfg.batch_size,
+        "wall_time_s": (self.progress.wall_time if self.start_step < self.train_cfg.num_steps
+                        else self.progress.wall_time_before),
+        "strategy": self.x.config.strategy.name, "dataset": data_cfg.name,
+        "model": self.x.config.model.name, "num_workers": self.x.num_workers,
+        "num_devices": self.x.worker_mesh.num_devices,
+        "sim_time_s": clock.time, "sim_step_time_s": clock.step_time,
+        "sim_message_bytes": clock.message_bytes,
+        # bits one worker sent per step (the trained model's messages; dense float32
+        # where nothing is compressed)
+        "bits_sent_per_step": clock.bits_sent / max(steps, 1),
+        "target_accuracy": self.train_cfg.target_accuracy,
+        "sim_time_to_target_s": reached[1] if reached else None,
+        "steps_to_target": reached[0] if reached else None,
+        "sim_time_fractions": clock.fractions(),
+        # Of this session's training loop (a resumed run: since the resume). The host
+        # reads the next batch while the devices run the previous step, so this is an
+        # upper bound on the time the devices wait for data (scripts/benchmark.py
+        # measures that by running the loop without the input pipeline).
+        "loop_time_s": self.loop_s,
+        "input_host_fraction": self.input_s / max(self.loop_s, 1e-9),
+    }
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
+                       batches: BatchSource | None = None,
+                       hooks: Sequence[Hook] = ()) -> dict[str, Any]:
   """Trains `config`'s model with its strategy, evaluating and checkpointing.
 
   A workdir that already holds a checkpoint resumes from its latest step and
@@ -126,7 +333,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   Args:
     config: experiment config (see configs/default.py); checked before any work.
     workdir: where checkpoints/, model/ (the evaluated model's variables),
-      metrics.jsonl, tensorboard/ and summary.json go.
+      metrics.jsonl, tensorboard/, config.json and summary.json go.
+    batches: where the tick's batches come from instead of the config's data
+      pipeline (e.g. one batch kept on the devices, to time the loop without input).
+    hooks: `Hook`s called around every step and evaluation.
 
   Returns:
     The summary also written to `workdir/summary.json`.
@@ -137,186 +347,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     CheckpointError: the workdir's checkpoint is another run's, or unreadable.
     Preempted: SIGTERM; the checkpoint is saved.
   """
-  validate_config(config, jax.device_count())
-  is_writer = jax.process_index() == 0
-  data_cfg, train_cfg = config.data, config.train
-  worker_mesh = parallel.make_worker_mesh(
-      config.cluster.num_workers, config.parallel.num_devices, config.parallel.devices_per_worker
-  )
-  num_workers = worker_mesh.num_workers
-  batch_per_worker = data_cfg.batch_size // num_workers
-
-  spec = DATASETS[data_cfg.name]
-  train_split, test_split = _open_splits_in_turn(data_cfg.name, data_cfg.data_dir)
-  steps_per_epoch = max(1, (len(train_split) // num_workers) // batch_per_worker)
-
-  model = make_model(config.model.name, spec.num_classes, **_options(config.model))
-  lr_schedule = make_lr_schedule(config.optimizer, train_cfg.num_steps, steps_per_epoch)
-  strategy = get_strategy(config.strategy.name)
-  # The schedule is written in ticks; a strategy may step its inner optimizer
-  # several times per tick (asgd: once per arriving gradient).
-  updates_per_tick = strategy.inner_updates_per_tick(num_workers)
-  inner_schedule = (lr_schedule if updates_per_tick == 1
-                    else lambda count: lr_schedule(count // updates_per_tick))
-  tx = strategy.make(make_inner_optimizer(config.optimizer, inner_schedule),
-                     axis_name=parallel.WORKER_AXES, **strategy_options(config.strategy))
-
+  experiment = build_experiment(config)
   os.makedirs(workdir, exist_ok=True)
-  if is_writer:
-    _write_json_atomically(os.path.join(workdir, "config.json"), config.to_dict())
-  checkpoints = Checkpoints(workdir, train_cfg.max_checkpoints)
-  state = init_state(model, tx, worker_mesh, spec.input_shape, train_cfg.seed)
-  progress = {"data_positions": 0, "wall_time_s": 0.0}
-  identity = _identity(config)
-  resumed_step = checkpoints.latest_step()
-  if resumed_step is not None:
-    try:
-      state, progress = checkpoints.restore(resumed_step, state, identity)
-    except Exception:
-      checkpoints.close()
-      raise
-  start_step = int(state.step)
-
-  # This process feeds its own workers; every process follows every worker's data
-  # position (the schedule says who consumed a batch), so any of them can save it.
-  workers = parallel.local_workers(worker_mesh)
-  data_positions = np.broadcast_to(np.asarray(progress["data_positions"], np.int64),
-                                   (num_workers,)).copy()
-  batches = TrainBatches(
-      train_split, spec, workers=workers,
-      num_workers=num_workers, batch_size=batch_per_worker, seed=train_cfg.seed,
-      num_threads=data_cfg.num_threads, prefetch=data_cfg.prefetch,
-  )
-  batches.seek(data_positions[workers.start:workers.stop])
-  replicated = worker_mesh.sharding(parallel.REPLICATED)
-  eval_batch_size = math.ceil(data_cfg.eval_batch_size / worker_mesh.num_devices) * (
-      worker_mesh.num_devices)
-  eval_sharding = NamedSharding(worker_mesh.mesh, P((parallel.WORKERS, parallel.INTRA)))
-
-  train_step = make_train_step(model, tx, worker_mesh, strategy)
-  eval_step = make_eval_step(model, strategy)
-  step_time = progress.get("clock", {}).get("step_time") or config.cluster.step_time
-  if not step_time:  # measure this host's compiled step once; a resumed run keeps it
-    probe = parallel.put_batch(worker_mesh, next(iter(TrainBatches(
-        train_split, spec, workers=workers, num_workers=num_workers,
-        batch_size=batch_per_worker, seed=train_cfg.seed))))
-    step_time = config.cluster.compute_scale * calibrate_step_time(
-        train_step, state, probe, synchronous_schedule(0, num_workers),
-        worker_mesh.workers_per_device)
-  clock = SimulatedClock(config, step_time, message_bytes(state.params))
-  if "clock" in progress:
-    clock.load_state_dict(progress["clock"])
-  reached_target = progress.get("reached_target")  # (step, sim_time) of the first eval >= target
-  writer = MetricsWriter(workdir, enabled=is_writer, resumed_step=resumed_step)
-  bar = tqdm.tqdm(total=train_cfg.num_steps, initial=start_step, unit="step", dynamic_ncols=True,
-                  disable=not (is_writer and train_cfg.progress_bar))
-
-  started = time.perf_counter()
-  input_s = 0.0  # host time spent reading and transferring batches
-  last_log = (start_step, started)
-  pending = None  # (step, metrics on device): fetched after the next step is dispatched
-  evaluation = None
-
-  def finish_step(step: int, metrics: Any) -> None:
-    nonlocal last_log
-    metrics = {name: float(np.mean(value)) for name, value in parallel.fetch(metrics).items()}
-    if not (np.isfinite(metrics["loss"]) and np.isfinite(metrics["param_norm"])):
-      raise NonFiniteLossError(
-          f"loss is {metrics['loss']} (parameter norm {metrics['param_norm']}) at step {step}: "
-          f"training diverged and stopped without saving. The last good checkpoint "
-          f"(step {checkpoints.latest_step()}) in {checkpoints.directory} is intact; lower "
-          f"optimizer.learning_rate (now {config.optimizer.learning_rate}) and rerun."
-      )
-    sim_time = clock.advance(step - 1, metrics)
-    if step % train_cfg.log_every == 0 or step == train_cfg.num_steps:
-      now = time.perf_counter()
-      steps_per_s = (step - last_log[0]) / max(now - last_log[1], 1e-9)
-      last_log = (step, now)
-      writer.write(step, {
-          **metrics, "learning_rate": lr_schedule(step - 1), "steps_per_s": steps_per_s,
-          "examples_seen": step * data_cfg.batch_size, "epoch": step / steps_per_epoch,
-          "sim_time": sim_time,
-      })
-      bar.set_postfix(loss=f"{metrics['loss']:.4f}", acc=f"{metrics['accuracy']:.3f}")
-
-  def save(step: int) -> None:
-    wall_time = progress["wall_time_s"] + time.perf_counter() - started
-    checkpoints.save(step, state, {"data_positions": data_positions.tolist(),
-                                   "wall_time_s": wall_time, "clock": clock.state_dict(),
-                                   "reached_target": reached_target, "identity": identity})
-
-  preemption = _PreemptionNotice()
-  try:
-    for step in range(start_step + 1, train_cfg.num_steps + 1):
-      schedule = clock.schedule(step - 1)
-      active = np.asarray(schedule.active)
-      reading = time.perf_counter()
-      batch = parallel.put_batch(worker_mesh, batches.take(active[workers.start:workers.stop]))
-      input_s += time.perf_counter() - reading
-      data_positions += active.astype(np.int64)
-      if jax.process_count() > 1:  # host values must be global arrays in a multi-process jit
-        schedule = parallel.put_global(schedule, replicated)
-      state, metrics = train_step(state, batch, schedule)
-      if pending is not None:
-        finish_step(*pending)
-      pending = (step, metrics)
-      bar.update(1)
-      eval_due = step % train_cfg.eval_every == 0 or step == train_cfg.num_steps
-      save_due = step % train_cfg.checkpoint_every == 0 or step == train_cfg.num_steps
-      if preemption.requested(step):
-        finish_step(*pending)
-        pending = None
-        save(step)
-        raise Preempted(step, checkpoints.directory)
-      if eval_due or save_due:
-        finish_step(*pending)  # never save or report a step that diverged
-        pending = None
-      if eval_due:
-        evaluation = _evaluate(eval_step, state, test_split, spec, eval_batch_size, eval_sharding)
-        writer.write(step, {**evaluation, "sim_time": clock.time})
-        if (reached_target is None and train_cfg.target_accuracy
-            and evaluation["test_accuracy"] >= train_cfg.target_accuracy):
-          reached_target = (step, clock.time)
-      if save_due:
-        save(step)
-    if pending is not None:
-      finish_step(*pending)
-    loop_s = time.perf_counter() - started  # the training loop, evaluations included
-    if evaluation is None:  # resumed a finished run: report it again
-      evaluation = _evaluate(eval_step, state, test_split, spec, eval_batch_size, eval_sharding)
-    # The run's result on its own, loadable without knowing the strategy's state.
-    with ocp.StandardCheckpointer() as checkpointer:
-      checkpointer.save(os.path.join(os.path.abspath(workdir), "model"),  # host arrays:
-                        parallel.fetch(model_variables(state, strategy)),  # load anywhere
-                        force=True)
-  finally:
-    preemption.close()
-    bar.close()
-    writer.close()
-    checkpoints.close()
-
-  summary = {
-      **evaluation,
-      "steps": int(state.step),
-      "epochs": int(state.step) / steps_per_epoch,
-      "examples_seen": int(state.step) * data_cfg.batch_size,
-      "wall_time_s": progress["wall_time_s"] + time.perf_counter() - started
-      if start_step < train_cfg.num_steps else progress["wall_time_s"],
-      "strategy": config.strategy.name, "dataset": data_cfg.name, "model": config.model.name,
-      "num_workers": num_workers, "num_devices": worker_mesh.num_devices,
-      "sim_time_s": clock.time, "sim_step_time_s": clock.step_time,
-      "sim_message_bytes": clock.message_bytes,
-      "target_accuracy": train_cfg.target_accuracy,
-      "sim_time_to_target_s": reached_target[1] if reached_target else None,
-      "steps_to_target": reached_target[0] if reached_target else None,
-      "sim_time_fractions": clock.fractions(),
-      # Of this session's training loop (a resumed run: since the resume). The host
-      # reads the next batch while the devices run the previous step, so this is an
-      # upper bound on the time the devices wait for data (scripts/benchmark.py
-      # measures that by running the loop without the input pipeline).
-      "loop_time_s": loop_s,
-      "input_host_fraction": input_s / max(loop_s, 1e-9),
-  }
-  if is_writer:
+  summary = _Run(experiment, workdir, batches, hooks).run()
+  if jax.process_index() == 0:
     _write_json_atomically(os.path.join(workdir, "summary.json"), summary)
   return summary

@@ -58,8 +58,8 @@ def state_shardings(state: TrainState, per_worker, replicated) -> TrainState:
 
 
 def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
-                    worker_mesh: parallel.WorkerMesh,
-                    strategy: StrategyDef | None = None) -> Callable[..., Any]:
+                    worker_mesh: parallel.WorkerMesh, strategy: StrategyDef | None = None,
+                    lr_schedule: optax.Schedule | None = None) -> Callable[..., Any]:
   """Returns `train_step(state, batch, schedule) -> (state, metrics)`, jitted.
 
   Every worker computes its loss and gradient on its own batch; the gradient is
@@ -68,7 +68,8 @@ def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
   `schedule` and the worker's `loss` as extra arguments). Metrics come back per
   worker, shape (N,), and are averaged on the host: a mean over workers inside
   the step would be one more collective on this step's batch. `strategy.log`
-  adds the strategy's own metrics. The input state is donated.
+  adds the strategy's own metrics; `lr_schedule` (of the tick) the learning rate,
+  computed here rather than on the host at every step. The input state is donated.
   """
 
   def worker_step(params, batch_stats, opt_state, images, labels, rng, schedule):
@@ -109,6 +110,8 @@ def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
                            opt_state=opt_state, rng=state.rng)
     if strategy is not None:
       metrics = {**metrics, **strategy.log(opt_state)}
+    if lr_schedule is not None:
+      metrics["learning_rate"] = lr_schedule(state.step)
     old_comm = getattr(state.opt_state, "communication", None)
     new_comm = getattr(opt_state, "communication", None)
     if new_comm is not None:  # compressed: bits this worker sent on this tick (0 if none)

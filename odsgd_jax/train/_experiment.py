@@ -1,0 +1,133 @@
+"""An experiment: what a config builds before the first step (mesh, data, model,
+strategy, compiled steps), in one object the loop, the drivers and the benchmark share."""
+
+import dataclasses
+import functools
+import json
+import math
+from typing import Any
+
+import jax
+import ml_collections
+import optax
+from jax.experimental import multihost_utils
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from odsgd_jax import parallel
+from odsgd_jax.data import DATASETS, DatasetSpec, TrainBatches, open_splits, resolve_data_dir
+from odsgd_jax.models import make_model
+from odsgd_jax.strategies import StrategyDef, get_strategy
+from odsgd_jax.train._evaluate import Evaluator
+from odsgd_jax.train._optimizer import make_inner_optimizer, make_lr_schedule, strategy_options
+from odsgd_jax.train._step import TrainState, init_state, make_eval_step, make_train_step
+from odsgd_jax.train._validate import validate_config
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+  """A config, built: everything a run needs besides its state and progress."""
+
+  config: ml_collections.ConfigDict
+  worker_mesh: parallel.WorkerMesh
+  spec: DatasetSpec
+  train_split: Any
+  test_split: Any
+  model: Any
+  strategy: StrategyDef
+  tx: optax.GradientTransformationExtraArgs
+  lr_schedule: optax.Schedule
+  steps_per_epoch: int
+  train_step: Any  # jitted (state, batch, schedule) -> (state, metrics)
+  eval_step: Any  # jitted (state, batch) -> (loss sum, correct)
+
+  @property
+  def num_workers(self) -> int:
+    return self.worker_mesh.num_workers
+
+  @property
+  def batch_per_worker(self) -> int:
+    return self.config.data.batch_size // self.num_workers
+
+  def init_state(self) -> TrainState:
+    return init_state(self.model, self.tx, self.worker_mesh, self.spec.input_shape,
+                      self.config.train.seed)
+
+  def train_batches(self) -> TrainBatches:
+    """This process's workers' batches, from the start of the data order."""
+    return TrainBatches(
+        self.train_split, self.spec, workers=parallel.local_workers(self.worker_mesh),
+        num_workers=self.num_workers, batch_size=self.batch_per_worker,
+        seed=self.config.train.seed, num_threads=self.config.data.num_threads,
+        prefetch=self.config.data.prefetch)
+
+  def evaluator(self) -> Evaluator:
+    devices = self.worker_mesh.num_devices
+    batch_size = math.ceil(self.config.data.eval_batch_size / devices) * devices
+    sharding = NamedSharding(self.worker_mesh.mesh, P((parallel.WORKERS, parallel.INTRA)))
+    return Evaluator(self.eval_step, self.test_split, self.spec, batch_size, sharding)
+
+  def identity(self) -> dict[str, Any]:
+    """What a checkpoint must share with the config that resumes it."""
+    config = self.config
+    identity = {"dataset": config.data.name, "model": config.model.to_dict(),
+                "strategy": config.strategy.name,
+                "compression": config.strategy.get("compression") or "none",
+                "num_workers": config.cluster.num_workers}
+    return json.loads(json.dumps(identity))  # as it reads back from the checkpoint
+
+
+@functools.lru_cache(maxsize=4)
+def _open_splits_once(name: str, data_dir: str) -> tuple[Any, Any]:
+  """The splits, read and decoded once per process: a study trains many runs of the
+  same data set in one process, and the splits are never written to."""
+  return open_splits(name, data_dir)
+
+
+def _open_splits_in_turn(name: str, data_dir: str | None) -> tuple[Any, Any]:
+  """`open_splits`, with process 0 first: an offline data set is prepared by one
+  process while the others wait, not by all of them at once into the same folder."""
+  if jax.process_count() == 1:
+    return _open_splits_once(name, resolve_data_dir(data_dir))
+  if jax.process_index() == 0:
+    splits = open_splits(name, data_dir)
+  multihost_utils.sync_global_devices("odsgd_jax: data set prepared")
+  if jax.process_index() != 0:
+    splits = open_splits(name, data_dir)
+  return splits
+
+
+def _model_options(section: ml_collections.ConfigDict) -> dict[str, Any]:
+  return {k: v for k, v in section.to_dict().items() if k != "name"}
+
+
+def build_experiment(config: ml_collections.ConfigDict) -> Experiment:
+  """Checks `config`, then builds its mesh, data, model, strategy and steps.
+
+  Raises:
+    ConfigError: invalid config (before anything is read or compiled).
+    DataError: the data set is missing or unreadable.
+  """
+  validate_config(config, jax.device_count())
+  worker_mesh = parallel.make_worker_mesh(
+      config.cluster.num_workers, config.parallel.num_devices, config.parallel.devices_per_worker)
+  spec = DATASETS[config.data.name]
+  train_split, test_split = _open_splits_in_turn(config.data.name, config.data.data_dir)
+  batch_per_worker = config.data.batch_size // worker_mesh.num_workers
+  steps_per_epoch = max(1, (len(train_split) // worker_mesh.num_workers) // batch_per_worker)
+  model = make_model(config.model.name, spec.num_classes, **_model_options(config.model))
+  lr_schedule = make_lr_schedule(config.optimizer, config.train.num_steps, steps_per_epoch)
+  strategy = get_strategy(config.strategy.name)
+  # The schedule is written in ticks; a strategy may step its inner optimizer
+  # several times per tick (asgd: once per arriving gradient).
+  updates_per_tick = strategy.inner_updates_per_tick(worker_mesh.num_workers)
+  inner_schedule = (lr_schedule if updates_per_tick == 1
+                    else lambda count: lr_schedule(count // updates_per_tick))
+  tx = strategy.make(make_inner_optimizer(config.optimizer, inner_schedule),
+                     axis_name=parallel.WORKER_AXES, **strategy_options(config.strategy))
+  return Experiment(
+      config=config, worker_mesh=worker_mesh, spec=spec, train_split=train_split,
+      test_split=test_split, model=model, strategy=strategy, tx=tx, lr_schedule=lr_schedule,
+      steps_per_epoch=steps_per_epoch,
+      train_step=make_train_step(model, tx, worker_mesh, strategy, lr_schedule),
+      eval_step=make_eval_step(model, strategy))
