@@ -4,19 +4,23 @@ Builds its data offline and runs in about a minute on a 2-core CPU:
 
   python -m experiments.train --config configs/default.py --workdir runs/default
 
-Any field can be overridden, e.g. --config.optimizer.learning_rate=0.05.
+Any field can be overridden, e.g. --config.optimizer.learning_rate=0.05, and
+another strategy chosen after a colon: --config configs/default.py:ssgd.
 """
 
 import ml_collections
 from ml_collections import config_dict
 
+from configs import _strategies
 
-def get_config() -> ml_collections.ConfigDict:
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
 
   config.data = ml_collections.ConfigDict()
   config.data.name = "mnist1d"  # mnist1d | digits | mnist | cifar10 | imagenet2012
-  config.data.data_dir = config_dict.placeholder(str)  # None: $TFDS_DATA_DIR or ~/tensorflow_datasets
+  # None: $TFDS_DATA_DIR or ~/tensorflow_datasets
+  config.data.data_dir = config_dict.placeholder(str)
   config.data.batch_size = 128  # global: split evenly over the workers
   config.data.eval_batch_size = 1000
   config.data.num_threads = 2  # host threads preparing batches ahead of the step
@@ -53,11 +57,19 @@ def get_config() -> ml_collections.ConfigDict:
   config.cluster.jitter = 0.0  # sigma of lognormal noise on every step's compute time
   config.cluster.straggler_prob = 0.0  # probability a step straggles ...
   config.cluster.straggler_slowdown = 1.0  # ... and by how much
-  config.cluster.topology = "ring"  # ring | ps | hierarchical
+  config.cluster.preset = ""  # a named network (README "Presets"): its numbers win over the 6 below
+  config.cluster.topology = "ring"  # ring | tree | torus | ps | hierarchical
   config.cluster.bandwidth = 1e7  # bytes/s: CNN1D's all-reduce is ~37% of an ssgd tick
   config.cluster.latency = 5e-5  # seconds per message
   config.cluster.intra_bandwidth = 1e9  # bytes/s inside a node (hierarchical)
   config.cluster.workers_per_node = 4  # workers sharing a node (hierarchical)
+  config.cluster.inter_topology = "ring"  # ring | tree: across nodes (hierarchical)
+  config.cluster.message_bytes = 0  # bytes a worker sends per sync; 0: the model's own
+  # How ssgd's all-reduce overlaps its backward pass (and odsgd's synchronous warm-up):
+  # "buckets" as PyTorch DDP (25 MiB buckets, backward 2/3 of a step), or "none".
+  config.cluster.overlap = "buckets"
+  config.cluster.backward_share = 2 / 3  # of a step's compute (forward:backward = 1:2)
+  config.cluster.bucket_bytes = 25 * 2**20  # DDP's bucket_cap_mb=25
   config.cluster.seed = 0  # jitter and stragglers
 
   config.parallel = ml_collections.ConfigDict()
@@ -73,4 +85,4 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.max_checkpoints = 2
   config.train.progress_bar = True
   config.train.target_accuracy = 0.9  # summary.json: simulated time to reach it (0: skip)
-  return config
+  return _strategies.with_arg(config, arg)

@@ -4,7 +4,7 @@ import numpy as np
 import optax
 import pytest
 
-from odsgd_jax.cluster import Network, Workers, make_timeline
+from odsgd_jax.cluster import Network, Overlap, Workers, make_timeline
 from configs import _strategies
 from odsgd_jax.train import train_and_evaluate
 from tests.helpers import saved_state
@@ -150,3 +150,73 @@ def test_oscars_workers_do_4_2_and_1_local_steps_per_round_in_a_run(small_config
                        ).allreduce_time(3, summary["sim_message_bytes"])
   assert summary["sim_time_s"] == pytest.approx(8 * config.cluster.step_time + 2 * round_trip)
   assert max(summary["sim_time_fractions"]["idle"]) == 0.0
+
+
+def test_tree_torus_and_hierarchical_formulas():
+  """Bandwidth term 2(N-1)/N S/B for all; latency 2 ceil(log2 N), 2 sum(n_d - 1), and
+  the hierarchical stages added up."""
+  tree = Network(bandwidth=1e6, latency=1e-3, topology="tree")
+  assert tree.allreduce_time(8, 4e6) == pytest.approx(2 * 7 / 8 * 4.0 + 2 * 3 * 1e-3)
+  assert tree.allreduce_time(5, 4e6) == pytest.approx(2 * 4 / 5 * 4.0 + 2 * 3 * 1e-3)
+  assert tree.allgather_time(8, 1e6) == pytest.approx(7 * 1.0 + 3 * 1e-3)
+  torus = Network(bandwidth=1e6, latency=1e-3, topology="torus")  # 64 = 4 x 4 x 4
+  assert torus.allreduce_time(64, 4e6) == pytest.approx(2 * 63 / 64 * 4.0 + 2 * 9 * 1e-3)
+  hierarchical = Network(bandwidth=1e6, latency=1e-3, topology="hierarchical",
+                         intra_bandwidth=1e8, workers_per_node=4, inter_topology="tree")
+  inside = 2 * 3 / 4 * 4e6 / 1e8 + 2 * 3 * 1e-3  # a ring of 4 in the node
+  across = 2 * 7 / 8 * 4.0 + 2 * 3 * 1e-3  # a tree of 8 nodes
+  assert hierarchical.allreduce_time(32, 4e6) == pytest.approx(inside + across)
+  # at large N a tree's latency grows like log N, a ring's like N
+  ring = Network(bandwidth=1e12, latency=1e-5)
+  tree = Network(bandwidth=1e12, latency=1e-5, topology="tree")
+  assert ring.allreduce_time(4096, 1.0) / tree.allreduce_time(4096, 1.0) > 300
+
+
+def test_a_preset_against_hand_computed_values():
+  """10 GbE: 1.25e9 B/s, 20 us, tree. ResNet-50's 102,228,128 bytes over 8 workers."""
+  from odsgd_jax.cluster import PRESETS, WORKLOADS
+  network, load = PRESETS["10gbe"].network, WORKLOADS["resnet50_v100"]
+  assert load.message_bytes == 102_228_128 and load.step_time == pytest.approx(0.0872, abs=1e-4)
+  expected = 2 * 7 / 8 * 102_228_128 / 1.25e9 + 2 * 3 * 20e-6
+  assert network.allreduce_time(8, load.message_bytes) == pytest.approx(expected)
+  assert expected == pytest.approx(0.14324, abs=1e-5)
+
+
+def test_workloads_carry_the_real_model_sizes():
+  import jax
+  import jax.numpy as jnp
+  from odsgd_jax.cluster import WORKLOADS
+  from odsgd_jax.models import make_model
+  model = make_model("resnet50", 1000)
+  variables = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros((1, 224, 224, 3)),
+                                                train=False))
+  num_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(variables["params"]))
+  assert WORKLOADS["resnet50_v100"].message_bytes == num_bytes
+
+
+def test_overlapped_ssgd_starts_each_bucket_as_the_backward_pass_produces_it():
+  """3 workers, compute 1, 2, 4 s (the slowest: 4/3 s forward, 8/3 s backward); 250
+  bytes in buckets of 100: 100, 100, 50, each all-reduced in 2(N-1)/N S/B = 4/3 S/100 s.
+  Ready at 4 (1/3 + 2/3 q) = 2.4, 3.467, 4.0 (q = 0.4, 0.8, 1); all-reduces of 1.333,
+  1.333, 0.667 s: 2.4 -> 3.733, then 3.733 -> 5.067, then 5.067 -> 5.733."""
+  overlap = Overlap(backward_share=2 / 3, bucket_bytes=100)
+  timeline = make_timeline("ssgd", {}, WORKERS, NETWORK, 250.0, overlap)
+  cost = timeline.cost(0)
+  assert cost.duration == pytest.approx(4 + 1.7333333, abs=1e-6)
+  np.testing.assert_allclose(cost.communication, 1.7333333, atol=1e-6)
+  np.testing.assert_allclose(cost.idle, [3, 2, 0])
+  no_overlap = make_timeline("ssgd", {}, WORKERS, NETWORK, 250.0, None).cost(0)
+  assert no_overlap.duration == pytest.approx(4 + 2 * 2 / 3 * 2.5)
+  # one bucket (DDP's 25 MiB against a small model): nothing overlaps
+  small = make_timeline("ssgd", {}, WORKERS, NETWORK, BYTES, Overlap()).cost(0)
+  assert small.duration == pytest.approx(4 + RING_3)
+  # a slow network: the buckets queue, and the tick is the all-reduce's own length
+  slow = make_timeline("ssgd", {}, WORKERS, Network(bandwidth=1.0), 250.0, overlap).cost(0)
+  assert slow.duration == pytest.approx(2.4 + 4 / 3 * 250)
+
+
+def test_odsgd_warmup_ticks_use_the_overlapped_synchronous_clock():
+  overlap = Overlap(backward_share=2 / 3, bucket_bytes=100)
+  timeline = make_timeline("odsgd", {"warmup_steps": 1}, WORKERS, NETWORK, 250.0, overlap)
+  assert timeline.cost(0).duration == pytest.approx(4 + 1.7333333, abs=1e-6)
+  assert timeline.cost(1).duration == pytest.approx(4.0)  # max(4, 3.33)

@@ -1,11 +1,18 @@
 """Simulated cluster: worker speeds, network costs, and per-strategy timelines that
 produce each tick's schedule and its simulated duration."""
 
+from odsgd_jax.cluster._hardware import INTER_TOPOLOGIES as INTER_TOPOLOGIES
 from odsgd_jax.cluster._hardware import TOPOLOGIES as TOPOLOGIES
 from odsgd_jax.cluster._hardware import Network as Network
 from odsgd_jax.cluster._hardware import Workers as Workers
+from odsgd_jax.cluster._presets import PRESETS as PRESETS
+from odsgd_jax.cluster._presets import WORKLOADS as WORKLOADS
+from odsgd_jax.cluster._presets import Preset as Preset
+from odsgd_jax.cluster._presets import Workload as Workload
+from odsgd_jax.cluster._presets import get_preset as get_preset
 from odsgd_jax.cluster._schedule import Schedule as Schedule
 from odsgd_jax.cluster._schedule import synchronous_schedule as synchronous_schedule
+from odsgd_jax.cluster._timelines import Overlap as Overlap
 from odsgd_jax.cluster._timelines import TickCost as TickCost
 from odsgd_jax.cluster._timelines import Timeline as Timeline
 from odsgd_jax.cluster._timelines import make_timeline as make_timeline

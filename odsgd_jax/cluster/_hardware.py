@@ -1,10 +1,12 @@
 """What a simulated cluster is made of: workers that compute, a network that moves bytes."""
 
 import dataclasses
+import math
 
 import numpy as np
 
-TOPOLOGIES = ("ring", "ps", "hierarchical")
+TOPOLOGIES = ("ring", "tree", "torus", "ps", "hierarchical")
+INTER_TOPOLOGIES = ("ring", "tree")  # the stage across nodes of "hierarchical"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,15 +55,26 @@ class Workers:
 
 @dataclasses.dataclass(frozen=True)
 class Network:
-  """Time to move bytes between workers.
+  """Time to move bytes between workers (an alpha-beta model: latency + bytes / bandwidth).
+
+  All-reduce of S bytes over N workers, by topology:
+    ring:  2(N-1)/N * S/B + 2(N-1) * latency          (bandwidth-optimal, latency ~ N)
+    tree:  2(N-1)/N * S/B + 2 ceil(log2 N) * latency  (NCCL's double binary tree: the
+           ring's bandwidth term, latency ~ log N)
+    torus: 2(N-1)/N * S/B + 2 sum_d (n_d - 1) * latency, a ring along each dimension of
+           a 3-D torus n_1 x n_2 x n_3 = N (TPU ICI)
+    ps:    N * S/B + latency                           (the server's link carries all)
+    hierarchical: a ring inside each node of k workers at `intra_bandwidth`, then a
+           ring or tree (`inter_topology`) across the N/k nodes at `bandwidth`.
 
   Attributes:
-    bandwidth: bytes/s of a link (between nodes; the server's link for "ps").
-    latency: seconds per message.
-    topology: "ring" (ring all-reduce), "ps" (parameter server) or
-      "hierarchical" (ring inside each node, ring across nodes).
+    bandwidth: bytes/s of a link (between nodes; the server's link for "ps"; a
+      chip's all-reduce bandwidth for "torus").
+    latency: seconds per message (per hop).
+    topology: one of TOPOLOGIES.
     intra_bandwidth: bytes/s inside a node ("hierarchical").
     workers_per_node: workers sharing a node ("hierarchical").
+    inter_topology: "ring" or "tree", the stage across nodes ("hierarchical").
   """
 
   bandwidth: float
@@ -69,10 +82,14 @@ class Network:
   topology: str = "ring"
   intra_bandwidth: float = 0.0
   workers_per_node: int = 1
+  inter_topology: str = "ring"
 
   def __post_init__(self):
     if self.topology not in TOPOLOGIES:
       raise ValueError(f"topology={self.topology!r} is not one of {TOPOLOGIES}")
+    if self.inter_topology not in INTER_TOPOLOGIES:
+      raise ValueError(f"inter_topology={self.inter_topology!r} is not one of "
+                       f"{INTER_TOPOLOGIES}")
     if self.bandwidth <= 0 or self.latency < 0:
       raise ValueError("bandwidth must be positive and latency non-negative")
     if self.topology == "hierarchical" and (self.intra_bandwidth <= 0
@@ -80,38 +97,69 @@ class Network:
       raise ValueError("hierarchical needs intra_bandwidth > 0 and workers_per_node >= 1")
 
   def allreduce_time(self, num_workers: int, num_bytes: float) -> float:
-    """Averaging `num_bytes` over `num_workers` workers.
-
-    ring: 2(N-1)/N * S/B + 2(N-1) * latency;  ps: N * S/B + latency (the server's
-    link carries every worker's message); hierarchical: a ring inside each node of
-    k workers, then a ring across the N/k nodes.
-    """
+    """Averaging `num_bytes` over `num_workers` workers (formulas in the class docstring)."""
     if num_workers <= 1:
       return 0.0
     if self.topology == "ps":
       return num_workers * num_bytes / self.bandwidth + self.latency
-    if self.topology == "ring":
-      return _ring(num_workers, num_bytes, self.bandwidth, self.latency)
-    per_node = min(self.workers_per_node, num_workers)
-    nodes = -(-num_workers // per_node)
-    return (_ring(per_node, num_bytes, self.intra_bandwidth, self.latency)
-            + _ring(nodes, num_bytes, self.bandwidth, self.latency))
+    if self.topology == "hierarchical":
+      per_node = min(self.workers_per_node, num_workers)
+      nodes = -(-num_workers // per_node)
+      return (_ring(per_node, num_bytes, self.intra_bandwidth, self.latency)
+              + _STAGES[self.inter_topology](nodes, num_bytes, self.bandwidth, self.latency))
+    return _STAGES[self.topology](num_workers, num_bytes, self.bandwidth, self.latency)
 
   def allgather_time(self, num_workers: int, num_bytes: float) -> float:
-    """Every worker receiving every other worker's `num_bytes` message (ring all-gather:
-    (N-1) * S/B + (N-1) * latency; ps: the server relays N messages to N workers)."""
+    """Every worker receiving every other worker's `num_bytes` message: (N-1) * S/B
+    plus the topology's latency term of one pass (ring (N-1), tree ceil(log2 N),
+    torus sum_d (n_d - 1)); ps: the server relays N messages to N workers."""
     if num_workers <= 1:
       return 0.0
     if self.topology == "ps":
       return 2 * num_workers * num_bytes / self.bandwidth + 2 * self.latency
-    return (num_workers - 1) * (num_bytes / self.bandwidth + self.latency)
+    hops = {"tree": math.ceil(math.log2(num_workers)),
+            "torus": sum(n - 1 for n in torus_dims(num_workers))}.get(self.topology,
+                                                                         num_workers - 1)
+    return (num_workers - 1) * num_bytes / self.bandwidth + hops * self.latency
 
   def message_time(self, num_bytes: float) -> float:
     """One worker's message to (or from) a parameter server: S/B + latency."""
     return num_bytes / self.bandwidth + self.latency
 
 
+def torus_dims(n: int) -> tuple[int, int, int]:
+  """A 3-D torus of n chips with the fewest hops along its rings (n = 128: 4 x 4 x 8)."""
+  best = (1, 1, n)
+  for a in range(1, round(n ** (1 / 3)) + 2):
+    if n % a:
+      continue
+    for b in range(a, math.isqrt(n // a) + 1):
+      if (n // a) % b == 0 and a + b + n // a // b < sum(best):
+        best = (a, b, n // a // b)
+  return best
+
+
+def _bandwidth_term(n: int, num_bytes: float, bandwidth: float) -> float:
+  return 2 * (n - 1) / n * num_bytes / bandwidth
+
+
 def _ring(n: int, num_bytes: float, bandwidth: float, latency: float) -> float:
   if n <= 1:
     return 0.0
-  return 2 * (n - 1) / n * num_bytes / bandwidth + 2 * (n - 1) * latency
+  return _bandwidth_term(n, num_bytes, bandwidth) + 2 * (n - 1) * latency
+
+
+def _tree(n: int, num_bytes: float, bandwidth: float, latency: float) -> float:
+  if n <= 1:
+    return 0.0
+  return _bandwidth_term(n, num_bytes, bandwidth) + 2 * math.ceil(math.log2(n)) * latency
+
+
+def _torus(n: int, num_bytes: float, bandwidth: float, latency: float) -> float:
+  if n <= 1:
+    return 0.0
+  hops = sum(d - 1 for d in torus_dims(n))
+  return _bandwidth_term(n, num_bytes, bandwidth) + 2 * hops * latency
+
+
+_STAGES = {"ring": _ring, "tree": _tree, "torus": _torus}

@@ -7,6 +7,7 @@ called once per tick, in order; `state_dict()` holds what a checkpoint needs.
 """
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,31 @@ from odsgd_jax.cluster._hardware import Network, Workers
 from odsgd_jax.cluster._schedule import Schedule, synchronous_schedule
 
 _EPS = 1e-12
+
+
+@dataclasses.dataclass(frozen=True)
+class Overlap:
+  """How a synchronous step's all-reduce overlaps its own backward pass, as PyTorch
+  DDP and Horovod do with gradient buckets (and XLA with asynchronous collectives).
+
+  A step is a forward pass, (1 - backward_share) of its compute, then a backward
+  pass that produces the gradients at an even rate, last layers first. The
+  gradients are cut into buckets of `bucket_bytes`; a bucket's all-reduce starts
+  once every worker has produced it and the previous bucket's all-reduce is done.
+  Only what is left after the slowest backward pass adds to the tick.
+
+  Defaults: DDP's `bucket_cap_mb=25` (25 MiB) and forward:backward = 1:2 (a
+  backward pass costs about twice the forward one: two matrix products per layer
+  instead of one). A model smaller than one bucket gets no overlap, as in DDP.
+  """
+
+  backward_share: float = 2 / 3
+  bucket_bytes: float = 25 * 2**20
+
+  def __post_init__(self):
+    if not 0 <= self.backward_share <= 1 or self.bucket_bytes <= 0:
+      raise ValueError(f"backward_share must be in [0, 1] and bucket_bytes positive, got "
+                       f"{self.backward_share}, {self.bucket_bytes}")
 
 
 @dataclasses.dataclass
@@ -30,8 +56,10 @@ class TickCost:
 class Timeline:
   """Base: every worker active on every tick; subclasses say what a tick costs."""
 
-  def __init__(self, workers: Workers, network: Network, message_bytes: float):
+  def __init__(self, workers: Workers, network: Network, message_bytes: float,
+               overlap: Overlap | None = None):
     self.workers, self.network, self.message_bytes = workers, network, float(message_bytes)
+    self.overlap = overlap
     self.num_workers = workers.num_workers
     self.gathers = False  # compressed messages that are all-gathered, not all-reduced
 
@@ -41,11 +69,29 @@ class Timeline:
   def cost(self, tick: int, round_end: bool = False) -> TickCost:
     raise NotImplementedError
 
-  def allreduce_time(self) -> float:
+  def allreduce_time(self, num_bytes: float | None = None) -> float:
     """The synchronization of one message per worker (`message_bytes` each)."""
+    num_bytes = self.message_bytes if num_bytes is None else num_bytes
     if self.gathers:
-      return self.network.allgather_time(self.num_workers, self.message_bytes)
-    return self.network.allreduce_time(self.num_workers, self.message_bytes)
+      return self.network.allgather_time(self.num_workers, num_bytes)
+    return self.network.allreduce_time(self.num_workers, num_bytes)
+
+  def synchronous_duration(self, compute: np.ndarray) -> float:
+    """Compute, then the all-reduce of the gradients: overlapped with the backward
+    pass bucket by bucket (`overlap`), or after it (`overlap=None`)."""
+    slowest = float(compute.max())
+    if self.overlap is None or self.message_bytes <= 0:
+      return slowest + self.allreduce_time()
+    beta, bucket = self.overlap.backward_share, self.overlap.bucket_bytes
+    num_buckets = max(1, math.ceil(self.message_bytes / bucket))
+    done, end = 0.0, 0.0
+    for k in range(num_buckets):
+      size = min(bucket, self.message_bytes - done)
+      done += size
+      # every worker has produced this bucket once the slowest has: c (1 - beta + beta q)
+      ready = slowest * (1 - beta + beta * done / self.message_bytes)
+      end = max(ready, end) + self.allreduce_time(size)
+    return max(end, slowest)
 
   def state_dict(self) -> dict[str, Any]:
     return {}
@@ -55,34 +101,40 @@ class Timeline:
 
 
 class SynchronousTimeline(Timeline):
-  """ssgd: compute, then all-reduce; everyone waits for the slowest.
+  """ssgd: everyone computes and all-reduces; everyone waits for the slowest.
 
-  duration = max_i c_i + allreduce(S)
+  duration = the end of the last gradient bucket's all-reduce, each started as the
+  backward pass produces it (`Overlap`); without overlap max_i c_i + allreduce(S).
   """
 
   def cost(self, tick, round_end=False):
     del round_end
     compute = self.workers.compute_times(tick)
-    slowest, comm = compute.max(), self.allreduce_time()
-    return TickCost(slowest + comm, compute, np.full(self.num_workers, comm), slowest - compute)
+    slowest = compute.max()
+    duration = self.synchronous_duration(compute)
+    return TickCost(duration, compute, np.full(self.num_workers, duration - slowest),
+                    slowest - compute)
 
 
 class PipelinedTimeline(Timeline):
   """odsgd, pseudo_sync: step t's all-reduce overlaps step t+1's compute.
 
-  duration = max(max_i c_i, allreduce(S)) (synchronous during `warmup_steps`);
-  only communication that outlasts the compute is exposed.
+  duration = max(max_i c_i, allreduce(S)); during `warmup_steps` a synchronous
+  tick, as ssgd's. Only communication that outlasts the compute is exposed.
   """
 
-  def __init__(self, workers, network, message_bytes, warmup_steps: int = 0):
-    super().__init__(workers, network, message_bytes)
+  def __init__(self, workers, network, message_bytes, overlap=None, warmup_steps: int = 0):
+    super().__init__(workers, network, message_bytes, overlap)
     self.warmup_steps = warmup_steps
 
   def cost(self, tick, round_end=False):
     del round_end
     compute = self.workers.compute_times(tick)
-    slowest, comm = compute.max(), self.allreduce_time()
-    duration = slowest + comm if tick < self.warmup_steps else max(slowest, comm)
+    slowest = compute.max()
+    if tick < self.warmup_steps:
+      duration = self.synchronous_duration(compute)
+    else:
+      duration = max(slowest, self.allreduce_time())
     exposed = duration - slowest
     return TickCost(duration, compute, np.full(self.num_workers, exposed), slowest - compute)
 
@@ -191,13 +243,17 @@ class AsynchronousTimeline(Timeline):
 
 
 def make_timeline(strategy: str, options: dict[str, Any], workers: Workers, network: Network,
-                  message_bytes: float) -> Timeline:
-  """The timeline rule of strategy `strategy` (a name from the strategy registry)."""
+                  message_bytes: float, overlap: Overlap | None = None) -> Timeline:
+  """The timeline rule of strategy `strategy` (a name from the strategy registry).
+
+  `overlap`: how a synchronous all-reduce overlaps the backward pass (ssgd, and
+  odsgd's warm-up); None: it does not.
+  """
   if strategy == "ssgd":
-    return SynchronousTimeline(workers, network, message_bytes)
+    return SynchronousTimeline(workers, network, message_bytes, overlap)
   if strategy in ("odsgd", "pseudo_sync"):
     warmup = options.get("warmup_steps", 200 if strategy == "odsgd" else 0)
-    return PipelinedTimeline(workers, network, message_bytes, warmup_steps=warmup)
+    return PipelinedTimeline(workers, network, message_bytes, overlap, warmup_steps=warmup)
   if strategy == "local_sgd":
     return LocalSgdTimeline(workers, network, message_bytes)
   if strategy == "oscars":

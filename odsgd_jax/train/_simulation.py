@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from odsgd_jax.cluster import Network, Schedule, Workers, make_timeline
+from odsgd_jax.cluster import Network, Overlap, Schedule, Workers, get_preset, make_timeline
 from odsgd_jax.strategies import parse_communication
 
 
@@ -39,6 +39,31 @@ def calibrate_step_time(train_step: Callable, state: Any, batch: Any, schedule: 
   return float(np.median(times)) / workers_per_device
 
 
+def network_of(cluster: ml_collections.ConfigDict) -> Network:
+  """The configured network: `cluster.preset`'s when one is named (its numbers win
+  over the individual fields), else the fields'."""
+  if cluster.get("preset"):
+    return get_preset(cluster.preset).network
+  return Network(bandwidth=cluster.bandwidth, latency=cluster.latency,
+                 topology=cluster.topology, intra_bandwidth=cluster.intra_bandwidth,
+                 workers_per_node=cluster.workers_per_node,
+                 inter_topology=cluster.get("inter_topology", "ring"))
+
+
+def overlap_of(cluster: ml_collections.ConfigDict) -> Overlap | None:
+  """How a synchronous all-reduce overlaps the backward pass (None: not at all)."""
+  if cluster.get("overlap", "none") == "none":
+    return None
+  return Overlap(backward_share=cluster.backward_share, bucket_bytes=cluster.bucket_bytes)
+
+
+def workers_of(cluster: ml_collections.ConfigDict, step_time: float) -> Workers:
+  speeds = tuple(cluster.speeds) or (1.0,) * cluster.num_workers
+  return Workers(speeds=speeds, step_time=step_time, jitter=cluster.jitter,
+                 straggler_prob=cluster.straggler_prob,
+                 straggler_slowdown=cluster.straggler_slowdown, seed=cluster.seed)
+
+
 class SimulatedClock:
   """Simulated time of a run on the configured cluster.
 
@@ -48,17 +73,16 @@ class SimulatedClock:
   """
 
   def __init__(self, config: ml_collections.ConfigDict, step_time: float, num_bytes: float):
+    """`num_bytes`: the model's float bytes; `cluster.message_bytes` (if > 0) replaces
+    it, so that the clock can time a larger model than the one trained."""
     cluster = config.cluster
-    speeds = tuple(cluster.speeds) or (1.0,) * cluster.num_workers
-    self.workers = Workers(speeds=speeds, step_time=step_time, jitter=cluster.jitter,
-                           straggler_prob=cluster.straggler_prob,
-                           straggler_slowdown=cluster.straggler_slowdown, seed=cluster.seed)
-    self.network = Network(bandwidth=cluster.bandwidth, latency=cluster.latency,
-                           topology=cluster.topology, intra_bandwidth=cluster.intra_bandwidth,
-                           workers_per_node=cluster.workers_per_node)
+    self.model_bytes = num_bytes
+    num_bytes = cluster.get("message_bytes") or num_bytes
+    self.workers = workers_of(cluster, step_time)
+    self.network = network_of(cluster)
     options = {k: v for k, v in config.strategy.to_dict().items() if k != "name"}
     self.timeline = make_timeline(config.strategy.name, options, self.workers, self.network,
-                                  num_bytes)
+                                  num_bytes, overlap_of(cluster))
     communication = parse_communication(options.get("compression"))
     self.compressed_gathers = (communication is not None
                                and communication.compressor.collective == "allgather")
@@ -66,14 +90,20 @@ class SimulatedClock:
     n = self.workers.num_workers
     self.time = 0.0
     self.totals = {"compute": np.zeros(n), "communication": np.zeros(n), "idle": np.zeros(n)}
+    self.bits_sent = 0.0  # bits one worker sent over the run
 
   def schedule(self, tick: int) -> Schedule:
     return self.timeline.schedule(tick)
 
   def advance(self, tick: int, metrics: dict[str, float]) -> float:
-    # A compressed tick is charged what was really sent, in the way it travels; a
-    # dense one (warm-ups, no compression) as a plain all-reduce of the model.
-    sent = metrics.get("bits_sent", 0.0) / 8
+    # A compressed tick is charged what was really sent (as a share of the model,
+    # when the clock times a larger one), in the way it travels; a dense one
+    # (warm-ups, no compression) as a plain all-reduce of the message.
+    # Uncompressed: a dense float32 message whenever the strategy synchronizes
+    # (local SGD only at round ends).
+    dense = 8 * self.model_bytes if metrics.get("round_end", 1.0) > 0.5 else 0.0
+    self.bits_sent += metrics.get("bits_sent", dense)
+    sent = metrics.get("bits_sent", 0.0) / 8 * self.message_bytes / self.model_bytes
     compressed = 0 < sent < self.message_bytes
     self.timeline.message_bytes = sent if compressed else self.message_bytes
     self.timeline.gathers = compressed and self.compressed_gathers
@@ -90,9 +120,11 @@ class SimulatedClock:
 
   def state_dict(self) -> dict[str, Any]:
     return {"time": self.time, "timeline": self.timeline.state_dict(), "step_time": self.step_time,
-            "totals": {k: v.tolist() for k, v in self.totals.items()}}
+            "totals": {k: v.tolist() for k, v in self.totals.items()},
+            "bits_sent": self.bits_sent}
 
   def load_state_dict(self, state: dict[str, Any]) -> None:
     self.time = float(state["time"])
     self.timeline.load_state_dict(state["timeline"])
     self.totals = {k: np.asarray(v, np.float64) for k, v in state["totals"].items()}
+    self.bits_sent = float(state.get("bits_sent", 0.0))

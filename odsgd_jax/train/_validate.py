@@ -10,11 +10,14 @@ from typing import Any
 import ml_collections
 import optax
 
-from odsgd_jax.cluster import TOPOLOGIES
+from odsgd_jax.cluster import INTER_TOPOLOGIES, PRESETS, TOPOLOGIES
 from odsgd_jax.data import DATASETS
 from odsgd_jax.models import MODELS, model_options
 from odsgd_jax.strategies import STRATEGIES, parse_communication
 from odsgd_jax.train._optimizer import LR_SCHEDULES, OPTIMIZERS, strategy_options
+
+
+OVERLAPS = ("buckets", "none")
 
 
 class ConfigError(ValueError):
@@ -28,8 +31,9 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "optimizer": ("name", "learning_rate", "momentum", "nesterov", "weight_decay", "schedule",
                   "warmup_steps", "decay_epochs", "decay_factor"),
     "cluster": ("num_workers", "speeds", "step_time", "compute_scale", "jitter",
-                "straggler_prob", "straggler_slowdown", "topology", "bandwidth", "latency",
-                "intra_bandwidth", "workers_per_node", "seed"),
+                "straggler_prob", "straggler_slowdown", "preset", "topology", "bandwidth",
+                "latency", "intra_bandwidth", "workers_per_node", "inter_topology",
+                "message_bytes", "overlap", "backward_share", "bucket_bytes", "seed"),
     "parallel": ("num_devices", "devices_per_worker"),
     "train": ("num_steps", "eval_every", "checkpoint_every", "log_every", "seed",
               "max_checkpoints", "progress_bar", "target_accuracy"),
@@ -119,14 +123,20 @@ def validate_config(config: ml_collections.ConfigDict, num_available_devices: in
     _check_positive(f"data.{name}", data[name])
   _check_positive("cluster.num_workers", cluster.num_workers)
   _check_choice("cluster.topology", cluster.topology, TOPOLOGIES)
+  _check_choice("cluster.inter_topology", cluster.inter_topology, INTER_TOPOLOGIES)
+  _check_choice("cluster.overlap", cluster.overlap, OVERLAPS)
+  if cluster.preset:
+    _check_choice("cluster.preset", cluster.preset, PRESETS)
+  if not 0 <= cluster.backward_share <= 1:
+    raise ConfigError(f"cluster.backward_share={cluster.backward_share} must be in [0, 1]")
   if cluster.speeds and (len(cluster.speeds) != cluster.num_workers
                          or min(cluster.speeds) <= 0):
     raise ConfigError(f"cluster.speeds={tuple(cluster.speeds)} must hold one positive speed per "
                       f"worker ({cluster.num_workers}), or be () for all 1.0")
   for name in ("bandwidth", "compute_scale", "intra_bandwidth", "workers_per_node",
-               "straggler_slowdown"):
+               "straggler_slowdown", "bucket_bytes"):
     _check_positive(f"cluster.{name}", cluster[name])
-  for name in ("step_time", "jitter", "latency"):
+  for name in ("step_time", "jitter", "latency", "message_bytes"):
     _check_positive(f"cluster.{name}", cluster[name], allow_zero=True)
   if not 0 <= cluster.straggler_prob <= 1:
     raise ConfigError(f"cluster.straggler_prob={cluster.straggler_prob} must be in [0, 1]")

@@ -1,0 +1,83 @@
+"""Named networks as clusters are built, and reference workloads, each number with its source.
+
+A preset fixes the network (`cluster.preset=<name>` in a config); a workload fixes
+what one worker computes and sends per step (the message of a real model, the
+compute time of a real accelerator), so that the simulated clock can time a large
+model while the math runs a small one. The README's "Presets" table is printed
+from here (`python scripts/scaling.py`).
+"""
+
+import dataclasses
+
+from odsgd_jax.cluster._hardware import Network
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+  """A network as a cluster is built, with where each number comes from."""
+
+  network: Network
+  description: str
+  sources: str
+
+
+PRESETS: dict[str, Preset] = {
+    "10gbe": Preset(
+        Network(bandwidth=1.25e9, latency=20e-6, topology="tree"),
+        "commodity 10 Gigabit Ethernet, one NIC per worker, NCCL-style tree all-reduce",
+        "10 Gb/s line rate (IEEE 802.3ae); 20 us per message: typical one-way latency of "
+        "MPI/NCCL over kernel TCP sockets (an order of magnitude, not a measurement of ours)"),
+    "ib_edr": Preset(
+        Network(bandwidth=12.5e9, latency=1e-6, topology="tree"),
+        "100 Gb/s InfiniBand EDR, one adapter per worker, tree all-reduce",
+        "4x EDR: 4 lanes x 25 Gb/s = 100 Gb/s = 12.5 GB/s (InfiniBand Trade Association "
+        "roadmap); 1 us MPI one-way latency (ConnectX-4 class adapters: ~0.6 us in the "
+        "adapter, plus the MPI stack)"),
+    "dgx1_ib": Preset(
+        Network(bandwidth=50e9, latency=1e-6, topology="hierarchical", intra_bandwidth=150e9,
+                workers_per_node=8, inter_topology="tree"),
+        "8-GPU NVLink nodes (DGX-1 V100) with InfiniBand EDR between nodes: ring inside "
+        "the node, tree across nodes",
+        "inside: 6 NVLink 2.0 links x 25 GB/s = 150 GB/s per GPU and direction (NVIDIA "
+        "DGX-1 with Tesla V100 system architecture white paper: 300 GB/s bidirectional); "
+        "across: 4 EDR adapters per node x 12.5 GB/s = 50 GB/s (same white paper); 1 us "
+        "latency as ib_edr"),
+    "tpu_v4": Preset(
+        Network(bandwidth=268.6e9, latency=1e-6, topology="torus"),
+        "TPU v4 chips on the inter-chip interconnect (ICI), a 3-D torus",
+        "all-reduce bandwidth 1.1 PB/s per pod of 4096 chips = 268.6 GB/s per chip "
+        "(Google Cloud TPU v4 documentation, key specifications); 1 us per hop is our "
+        "assumption (the documentation gives no latency)"),
+    "tianhe2": Preset(
+        Network(bandwidth=6.34e9, latency=1.57e-6, topology="tree"),
+        "Tianhe-2's TH Express-2 (fat tree, offloaded collectives), one worker per node",
+        "1.57 us latency: Dongarra, Report on the Tianhe-2A system, ICL-UT-17-04 (2017), "
+        "Table 0-1; bandwidth: the measured MPI unidirectional bandwidth of the TH Express "
+        "interconnect, 6,340 MB/s (Xie et al., Tianhe-1A interconnect and message-passing "
+        "services, IEEE Micro 32(1), 2012), as we found no sustained figure for TH "
+        "Express-2, whose links are faster: a conservative stand-in"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+  """What one worker computes and sends per step."""
+
+  step_time: float  # seconds of one step at speed 1
+  message_bytes: float  # one float32 copy of the model's parameters
+  description: str
+
+
+WORKLOADS: dict[str, Workload] = {
+    "resnet50_v100": Workload(
+        step_time=32 / 367, message_bytes=25_557_032 * 4,
+        description="ResNet-50 (25,557,032 float32 parameters, 102.2 MB), batch 32 per worker "
+                    "on a V100 in FP32: 367 images/s (NVIDIA DeepLearningExamples, ResNet50 "
+                    "v1.5 for PyTorch, DGX-1 16GB, 1 GPU), 87.2 ms per step"),
+}
+
+
+def get_preset(name: str) -> Preset:
+  if name not in PRESETS:
+    raise KeyError(f"unknown cluster preset {name!r}; choose one of {sorted(PRESETS)}")
+  return PRESETS[name]
