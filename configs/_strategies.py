@@ -65,3 +65,9 @@ def use_strategy(config: ml_collections.ConfigDict, name: str) -> ml_collections
     else:
       config.optimizer[field] = value
   return config
+
+
+def with_arg(config: ml_collections.ConfigDict, arg: str | None) -> ml_collections.ConfigDict:
+  """`config` changed by the text after ":" in `--config file.py:<arg>`: a strategy name
+  (its options and inner-optimizer changes from this file); none keeps the file's."""
+  return use_strategy(config, arg) if arg else config

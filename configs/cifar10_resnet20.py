@@ -12,7 +12,7 @@ epochs 80 and 120, as in the authors' scripts.
 from configs import _strategies, default
 
 
-def get_config():
+def get_config(arg=None):
   config = _strategies.use_strategy(default.get_config(), "ssgd")
   config.data.name = "cifar10"
   config.data.batch_size = 256  # 32 per worker
@@ -26,4 +26,4 @@ def get_config():
   config.train.eval_every = 1950
   config.train.checkpoint_every = 1950
   config.train.log_every = 50
-  return config
+  return _strategies.with_arg(config, arg)

@@ -6,7 +6,7 @@
 from configs import _strategies, default
 
 
-def get_config():
+def get_config(arg=None):
   config = _strategies.use_strategy(default.get_config(), "ssgd")
   config.data.name = "digits"
   config.data.batch_size = 64  # 1437 training images: 8 per worker per step
@@ -15,4 +15,4 @@ def get_config():
   config.train.num_steps = 1500
   config.train.eval_every = 500
   config.train.checkpoint_every = 500
-  return config
+  return _strategies.with_arg(config, arg)

@@ -11,7 +11,7 @@ decay 1e-4, x0.1 at epochs 30, 60 and 80, 90 epochs.
 from configs import _strategies, default
 
 
-def get_config():
+def get_config(arg=None):
   config = _strategies.use_strategy(default.get_config(), "ssgd")
   config.data.name = "imagenet2012"
   config.data.batch_size = 256  # 32 per worker
@@ -27,4 +27,4 @@ def get_config():
   config.train.eval_every = 5004
   config.train.checkpoint_every = 5004
   config.train.log_every = 50
-  return config
+  return _strategies.with_arg(config, arg)

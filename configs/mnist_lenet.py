@@ -10,7 +10,7 @@ is recommended (about 10 minutes on a 2-core CPU).
 from configs import _strategies, default
 
 
-def get_config():
+def get_config(arg=None):
   config = _strategies.use_strategy(default.get_config(), "ssgd")
   config.data.name = "mnist"
   config.data.batch_size = 256  # 32 per worker
@@ -21,4 +21,4 @@ def get_config():
   config.train.eval_every = 1000
   config.train.checkpoint_every = 1000
   config.train.log_every = 50
-  return config
+  return _strategies.with_arg(config, arg)

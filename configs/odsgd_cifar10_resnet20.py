@@ -14,5 +14,6 @@ set the worker count in this file rather than on the command line.
 from configs import _strategies, cifar10_resnet20
 
 
-def get_config():
-  return _strategies.use_odsgd_authors_settings(cifar10_resnet20.get_config())
+def get_config(arg=None):
+  config = _strategies.use_odsgd_authors_settings(cifar10_resnet20.get_config())
+  return _strategies.with_arg(config, arg)

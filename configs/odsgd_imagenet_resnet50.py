@@ -10,5 +10,6 @@ and accelerators. `local_lr = 0.5 / N` as in configs/odsgd_cifar10_resnet20.py.
 from configs import _strategies, imagenet_resnet50
 
 
-def get_config():
-  return _strategies.use_odsgd_authors_settings(imagenet_resnet50.get_config())
+def get_config(arg=None):
+  config = _strategies.use_odsgd_authors_settings(imagenet_resnet50.get_config())
+  return _strategies.with_arg(config, arg)

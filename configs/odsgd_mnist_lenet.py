@@ -10,7 +10,7 @@ Needs MNIST prepared in array_record format (README "Data"); `local_lr = 0.5 / N
 from configs import _strategies, mnist_lenet
 
 
-def get_config():
+def get_config(arg=None):
   config = _strategies.use_odsgd_authors_settings(mnist_lenet.get_config())
   config.optimizer.learning_rate = 0.1  # the authors' global rate
-  return config
+  return _strategies.with_arg(config, arg)

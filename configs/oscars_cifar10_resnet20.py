@@ -9,9 +9,9 @@ accelerator. Compare on the same simulated cluster with:
 from configs import _strategies, cifar10_resnet20
 
 
-def get_config():
+def get_config(arg=None):
   config = _strategies.use_strategy(cifar10_resnet20.get_config(), "oscars")
   config.cluster.speeds = (1.0, 1.0, 1.0, 1.0, 0.5, 0.5, 0.25, 0.25)
   config.strategy.period = 8
   config.strategy.adapt = "loss"
-  return config
+  return _strategies.with_arg(config, arg)

@@ -11,7 +11,7 @@ same simulated cluster:
 from configs import _strategies, default
 
 
-def get_config():
+def get_config(arg=None):
   config = _strategies.use_strategy(default.get_config(), "oscars")
   config.cluster.speeds = (1.0, 1.0, 1.0, 1.0, 0.5, 0.5, 0.25, 0.25)
-  return config
+  return _strategies.with_arg(config, arg)
