@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import statistics
-import sys
 import time
 
 import jax
@@ -35,15 +34,14 @@ import optax  # noqa: E402
 from jax.sharding import Mesh, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from configs import default  # noqa: E402
 from odsgd_jax import parallel  # noqa: E402
 from odsgd_jax.cluster import synchronous_schedule  # noqa: E402
 from odsgd_jax.models import make_model  # noqa: E402
 from odsgd_jax.strategies import get_strategy, state_model_copies  # noqa: E402
-from odsgd_jax.train import _loop as loop_module  # noqa: E402
-from odsgd_jax.train import init_state, make_train_step, train_and_evaluate  # noqa: E402
-from scripts._readme import replace_section  # noqa: E402
+from odsgd_jax.study import replace_section  # noqa: E402
+from odsgd_jax.train import (build_experiment, init_state, make_train_step,  # noqa: E402
+                             train_and_evaluate)
 
 INPUT_SHAPES = {"cnn1d": (40,), "resnet20": (32, 32, 3)}
 # (row name, strategy, options). odsgd without warm-up: its delayed step is what runs
@@ -199,6 +197,22 @@ def measure(model_name, batch_per_device, steps, counter, entries):
   return rows
 
 
+class _OneBatchKept:
+  """A batch source that reads one tick's batches and hands out the same device
+  arrays on every tick: the loop without its input pipeline."""
+
+  def __init__(self, source):
+    self._source, self._kept = source, None
+
+  def seek(self, positions):
+    self._source.seek(positions)
+
+  def take(self, active=None):
+    if self._kept is None:
+      self._kept = self._source.take(active)
+    return self._kept
+
+
 def data_wait(steps, output, repeats=3):
   """How much longer the default experiment's training loop runs with its input
   pipeline than with one batch read once and kept on the devices: the time the
@@ -208,39 +222,22 @@ def data_wait(steps, output, repeats=3):
   Returns (devices' wait fraction, host input fraction), from the fastest of
   `repeats` alternating runs of each kind.
   """
-  real_take, real_put = loop_module.TrainBatches.take, parallel.put_batch
+  config = default.get_config()
+  config.train.num_steps = steps
+  config.train.eval_every = config.train.checkpoint_every = steps
+  config.train.progress_bar = False
+  workdir = os.path.join(output, "default_run")
 
-  def run():
-    config = default.get_config()
-    config.train.num_steps = steps
-    config.train.eval_every = config.train.checkpoint_every = steps
-    config.train.progress_bar = False
-    workdir = os.path.join(output, "default_run")
+  def run(batches=None):
     shutil.rmtree(workdir, ignore_errors=True)
-    return train_and_evaluate(config, workdir)
-
-  def without_input():
-    kept = {}
-
-    def take(self, active=None):
-      kept.setdefault("host", real_take(self, active))
-      return kept["host"]
-
-    def put(worker_mesh, batch):
-      kept.setdefault("device", real_put(worker_mesh, batch))
-      return kept["device"]
-
-    loop_module.TrainBatches.take, parallel.put_batch = take, put
-    try:
-      return run()
-    finally:
-      loop_module.TrainBatches.take, parallel.put_batch = real_take, real_put
+    return train_and_evaluate(config, workdir, batches=batches)
 
   with_pipeline, without = [], []
   for _ in range(repeats):
     summary = run()
     with_pipeline.append((summary["loop_time_s"], summary["input_host_fraction"]))
-    without.append(without_input()["loop_time_s"])
+    kept = _OneBatchKept(build_experiment(config).train_batches())
+    without.append(run(kept)["loop_time_s"])
   fastest, host_fraction = min(with_pipeline)
   return max(0.0, 1.0 - min(without) / fastest), host_fraction
 

@@ -1,85 +1,44 @@
-"""Trains every strategy on one config (same seed, same data order) and writes the
-README's results table.
+"""Final test accuracy of every strategy on one config, over seeds (paired against ssgd).
 
-  python scripts/results.py [--config configs/mnist1d.py] [--strategies a,b] [--no-readme]
+  python scripts/results.py --config configs/mnist1d.py --seeds 0-4 [--strategies a,b]
 
-Each strategy runs `get_config(strategy)` of the config file in a fresh folder under
---output; the table lists final test accuracy, steps, wall time and the gap to ssgd.
+Each strategy runs `<config>:<strategy>` with every seed (same seed: same initial
+parameters and data order). Writes <output>/compare.md (mean and 95% Student-t
+interval over the seeds, the difference from ssgd paired by seed with its t-test,
+the per-seed values), compare.png and study.json. For the simulated time to a
+target accuracy as well, use scripts/compare.py.
 """
 
 import argparse
-import importlib.util
-import json
-import os
-import shutil
 import sys
-import time
 
-import jax
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from odsgd_jax.strategies import STRATEGIES  # noqa: E402
-from odsgd_jax.train import train_and_evaluate  # noqa: E402
-from scripts._readme import replace_section  # noqa: E402
-
-
-def load_config_module(path: str):
-  spec = importlib.util.spec_from_file_location("experiment_config", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+from odsgd_jax import study
+from odsgd_jax.strategies import STRATEGIES
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                   formatter_class=argparse.RawDescriptionHelpFormatter,
+                                   epilog=__doc__.split("\n\n", 1)[1])
   parser.add_argument("--config", default="configs/mnist1d.py",
-                      help="config file whose get_config(strategy) names the strategy")
+                      help="config file; each run uses <config>:<strategy>")
   parser.add_argument("--strategies", default=",".join(STRATEGIES),
                       help="comma-separated strategy names")
-  parser.add_argument("--output", default="runs/results", help="folder for the runs")
-  parser.add_argument("--no-readme", action="store_true", help="print the table only")
+  study.add_study_flags(parser, "runs/results")
   args = parser.parse_args()
   names = [n for n in args.strategies.split(",") if n]
   unknown = [n for n in names if n not in STRATEGIES]
   if unknown:
     sys.exit(f"error: unknown strategies {unknown}; choose from {list(STRATEGIES)}")
-  module = load_config_module(args.config)
-
-  summaries = {}
-  for name in names:
-    config = module.get_config(name)
-    config.train.progress_bar = False
-    workdir = os.path.join(args.output, name)
-    shutil.rmtree(workdir, ignore_errors=True)  # this script's own output: always fresh
-    started = time.perf_counter()
-    summaries[name] = train_and_evaluate(config, workdir)
-    print(f"{name}: test accuracy {summaries[name]['test_accuracy']:.4f} "
-          f"({time.perf_counter() - started:.0f} s)", flush=True)
-
-  baseline = summaries.get("ssgd", {}).get("test_accuracy")
-  config = module.get_config(names[0])
-  lines = [
-      f"{config.data.name}, {config.model.name}, {config.cluster.num_workers} workers, "
-      f"{config.train.num_steps} steps, seed {config.train.seed}, on "
-      f"{jax.device_count()} {jax.devices()[0].platform.upper()} device(s); produced by "
-      f"`python scripts/results.py --config {args.config}`. Wall time is this machine's, "
-      f"not a cluster's.",
-      "",
-      "| strategy | test accuracy | vs ssgd (points) | steps | wall time (s) |",
-      "|---|---|---|---|---|",
-  ]
-  for name, summary in summaries.items():
-    gap = ("-" if baseline is None or name == "ssgd"
-           else f"{100 * (summary['test_accuracy'] - baseline):+.1f}")
-    lines.append(f"| {name} | {summary['test_accuracy']:.4f} | {gap} | {summary['steps']} | "
-                 f"{summary['wall_time_s']:.1f} |")
-  table = "\n".join(lines)
-  print(table)
-  with open(os.path.join(args.output, "results.json"), "w", encoding="utf-8") as f:
-    json.dump(summaries, f, indent=2)
-  if not args.no_readme:
-    replace_section("results", table)
+  specs = study.strategy_specs(args.config, names, study.parse_seeds(args.seeds),
+                               study.common_overrides(args))
+  results = study.run_study(specs, args.output, processes=args.processes, resume=args.resume,
+                            report=study.print_result)
+  baseline = "ssgd" if "ssgd" in names else names[0]
+  groups, _, text = study.strategy_report(results, specs[0].build(),
+                                          study.command_line("scripts/results.py"), baseline)
+  study.write_outputs(text, groups, args.output, args.readme)
 
 
 if __name__ == "__main__":
-  main()
+  study.run_main(main)

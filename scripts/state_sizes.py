@@ -7,18 +7,15 @@ CNN1D (the default model) and ResNet-20; writes the README's table.
 """
 
 import argparse
-import os
-import sys
 
 import jax
 import jax.numpy as jnp
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from configs import _strategies, default  # noqa: E402
-from odsgd_jax.models import make_model  # noqa: E402
-from odsgd_jax.strategies import STRATEGIES, state_model_copies  # noqa: E402
-from odsgd_jax.train import make_inner_optimizer, make_lr_schedule  # noqa: E402
-from scripts._readme import replace_section  # noqa: E402
+from configs import _strategies, default
+from odsgd_jax.models import make_model
+from odsgd_jax.strategies import STRATEGIES, state_model_copies
+from odsgd_jax.study import replace_section
+from odsgd_jax.train import make_inner_optimizer, make_lr_schedule
 
 MODELS = {"cnn1d": (40,), "resnet20": (32, 32, 3)}
 

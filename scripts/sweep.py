@@ -1,65 +1,45 @@
-"""Grid search over config fields: one run per combination, a markdown table of results.
+"""Grid search over config fields, over seeds: accuracy per combination with intervals.
 
   python scripts/sweep.py --config configs/mnist1d.py:odsgd \\
-      --grid strategy.local_lr=0,0.0625,0.1 --grid optimizer.momentum=0.5,0.9
+      --grid strategy.local_lr=0,0.0625,0.1 --grid optimizer.momentum=0.5,0.9 --seeds 0-4
 
-Every run starts fresh under --output; values are parsed as Python literals.
+Every combination runs with every seed, afresh under --output; values are read as
+Python literals. The table gives each combination's final test accuracy (mean and
+95% Student-t interval over the seeds) and its difference from the first
+combination, paired by seed.
 """
 
 import argparse
-import ast
-import itertools
-import os
-import shutil
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from odsgd_jax.train import train_and_evaluate  # noqa: E402
-from scripts.results import load_config_module  # noqa: E402
+from odsgd_jax import study
 
 
 def parse_grid(entries: list[str]) -> dict[str, list]:
   grid = {}
   for entry in entries:
-    if "=" not in entry or "." not in entry.split("=")[0]:
-      sys.exit(f"error: --grid {entry!r} must look like section.field=v1,v2")
-    field, values = entry.split("=", 1)
-    grid[field] = [ast.literal_eval(v) if v not in ("True", "False") else v == "True"
-                   for v in values.split(",")]
+    field, equals, values = entry.partition("=")
+    if not equals or "." not in field:
+      raise SystemExit(f"error: --grid {entry!r} must look like section.field=v1,v2")
+    grid[field] = [study.parse_value(v) for v in values.split(",")]
   return grid
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                   formatter_class=argparse.RawDescriptionHelpFormatter,
+                                   epilog=__doc__.split("\n\n", 1)[1])
   parser.add_argument("--config", required=True, help="config file, optionally with :argument")
   parser.add_argument("--grid", action="append", default=[], help="section.field=v1,v2,...")
-  parser.add_argument("--output", default="runs/sweep", help="folder for the runs")
+  study.add_study_flags(parser, "runs/sweep")
   args = parser.parse_args()
-  path, _, argument = args.config.partition(":")
-  module = load_config_module(path)
-  grid = parse_grid(args.grid)
-
-  rows = []
-  for values in itertools.product(*grid.values()):
-    config = module.get_config(argument) if argument else module.get_config()
-    config.train.progress_bar = False
-    for field, value in zip(grid, values, strict=True):
-      section, name = field.split(".", 1)
-      config[section][name] = value
-    label = ",".join(f"{f}={v}" for f, v in zip(grid, values, strict=True)) or "config"
-    workdir = os.path.join(args.output, label.replace("/", "_"))
-    shutil.rmtree(workdir, ignore_errors=True)
-    summary = train_and_evaluate(config, workdir)
-    rows.append((values, summary))
-    print(f"{label}: test accuracy {summary['test_accuracy']:.4f}", flush=True)
-
-  print(f"\n`python scripts/sweep.py --config {args.config} "
-        + " ".join(f"--grid {e}" for e in args.grid) + "`\n")
-  print("| " + " | ".join(grid) + " | test accuracy |")
-  print("|" + "---|" * (len(grid) + 1))
-  for values, summary in rows:
-    print("| " + " | ".join(str(v) for v in values) + f" | {summary['test_accuracy']:.4f} |")
+  specs = study.sweep_specs(args.config, parse_grid(args.grid), study.parse_seeds(args.seeds),
+                            study.common_overrides(args))
+  results = study.run_study(specs, args.output, processes=args.processes, resume=args.resume,
+                            report=study.print_result)
+  groups, text = study.sweep_report(results, specs[0].build(),
+                                    study.command_line("scripts/sweep.py"))
+  study.write_outputs(text, groups, args.output, args.readme)
 
 
 if __name__ == "__main__":
-  main()
+  study.run_main(main)

@@ -13,17 +13,67 @@ from odsgd_jax.train import train_and_evaluate
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_compare_writes_table_and_plot(tmp_path):
-  result = subprocess.run(
-      [sys.executable, "scripts/compare.py", "--config", "configs/oscars_heterogeneous.py",
-       "--strategies", "ssgd,oscars", "--steps", "24", "--eval_every", "8", "--target", "ssgd",
-       "--output", str(tmp_path)],
-      cwd=REPO, capture_output=True, text=True, timeout=600,
-  )
+def _script(*args, timeout=600):
+  result = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout)
   assert result.returncode == 0, result.stderr[-2000:]
+  return result
+
+
+def test_compare_writes_tables_with_intervals_and_a_plot(tmp_path):
+  _script("scripts/compare.py", "--config", "configs/oscars_heterogeneous.py", "--strategies",
+          "ssgd,oscars", "--steps", "24", "--eval_every", "8", "--target", "ssgd", "--seeds",
+          "0,1", "--processes", "2", "--output", str(tmp_path))
   table = (tmp_path / "compare.md").read_text()
   assert "| ssgd |" in table and "| oscars |" in table and "1.00x" in table
+  assert "2 seeds (0, 1)" in table and "jax " in table and " ± " in table
   assert (tmp_path / "compare.png").stat().st_size > 10_000
+  runs = json.loads((tmp_path / "study.json").read_text())["runs"]
+  assert sorted((r["label"], r["seed"]) for r in runs) == [
+      ("oscars", 0), ("oscars", 1), ("ssgd", 0), ("ssgd", 1)]
+
+
+def test_results_and_sweep_take_seeds(tmp_path):
+  _script("scripts/results.py", "--strategies", "ssgd", "--seeds", "0,1", "--steps", "6",
+          "--eval_every", "3", "--processes", "1", "--output", str(tmp_path / "results"))
+  assert "| ssgd |" in (tmp_path / "results" / "compare.md").read_text()
+  _script("scripts/sweep.py", "--config", "configs/default.py:ssgd", "--grid",
+          "optimizer.learning_rate=0.05,0.1", "--seeds", "0", "--steps", "6", "--eval_every",
+          "3", "--processes", "2", "--output", str(tmp_path / "sweep"))
+  table = (tmp_path / "sweep" / "compare.md").read_text()
+  assert "| optimizer.learning_rate=0.05 |" in table and "| optimizer.learning_rate=0.1 |" in table
+
+
+def test_a_bad_config_in_a_study_is_one_line_before_any_run(tmp_path):
+  result = subprocess.run(
+      [sys.executable, "scripts/compare.py", "--strategies", "ssgd", "--seeds", "0", "--set",
+       "optimizer.learning_rate=-1.0", "--output", str(tmp_path)],
+      cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines() == [
+      "error: run ssgd_seed0 (configs/default.py:ssgd): optimizer.learning_rate=-1.0 must be a "
+      "positive number"]
+  assert not (tmp_path / "runs").exists()
+
+
+def test_scaling_from_timelines_and_from_training(tmp_path):
+  _script("scripts/scaling.py", "--output", str(tmp_path))
+  assert (tmp_path / "scaling.png").stat().st_size > 10_000
+  result = _script("scripts/scaling.py", "--train", "--strategies", "ssgd", "--workers", "1,2",
+                   "--steps", "4", "--seeds", "0,1", "--processes", "2", "--output",
+                   str(tmp_path / "train"))
+  assert "| 2 | " in result.stdout and "ssgd: trained (timeline)" in result.stdout
+
+
+def test_claims_report_has_a_verdict_for_every_claim(tmp_path):
+  result = _script("scripts/claims.py", "--steps", "6", "--eval_every", "3", "--seeds", "0,1",
+                   "--set", "optimizer.warmup_steps=0", "--processes", "2", "--output",
+                   str(tmp_path))
+  rows = [line for line in result.stdout.splitlines() if line.startswith("| ") and
+          line.split(" | ")[0] in ("| OD-SGD", "| Pseudo-sync", "| Oscars")]
+  assert len(rows) == 8
+  assert all(any(v in row for v in ("**holds", "**does not hold", "**not testable here"))
+             for row in rows)
 
 
 def test_measured_step_time_drives_the_clock(small_config, tmp_path):
@@ -36,16 +86,12 @@ def test_measured_step_time_drives_the_clock(small_config, tmp_path):
 
 
 def test_compare_compressors_writes_bits_table(tmp_path):
-  result = subprocess.run(
-      [sys.executable, "scripts/compare.py", "--config", "configs/default.py",
-       "--strategies", "ssgd", "--compressions", "none;topk:0.05,momentum=0.9", "--steps",
-       "12", "--eval_every", "6", "--seeds", "0,1", "--output", str(tmp_path)],
-      cwd=REPO, capture_output=True, text=True, timeout=600,
-  )
-  assert result.returncode == 0, result.stderr[-2000:]
+  _script("scripts/compare.py", "--config", "configs/default.py", "--strategies", "ssgd",
+          "--compressions", "none;topk:0.05,momentum=0.9", "--steps", "12", "--eval_every", "6",
+          "--seeds", "0,1", "--processes", "2", "--output", str(tmp_path))
   table = (tmp_path / "compare.md").read_text()
   assert "| none | 238,720 | 1.0x |" in table and "| topk:0.05,momentum=0.9 |" in table
-  assert "2 seed(s)" in table and len(list(tmp_path.glob("none_seed*"))) == 2
+  assert "2 seeds (0, 1)" in table and len(list((tmp_path / "runs").glob("none_seed*"))) == 2
   assert (tmp_path / "compare.png").stat().st_size > 10_000
 
 

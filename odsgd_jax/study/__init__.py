@@ -1,0 +1,47 @@
+"""Multi-run studies: a grid of runs (strategies x compressions x seeds x cluster), run
+in parallel, reduced to means with intervals and paired tests, written as tables and plots."""
+
+from odsgd_jax.study._aggregate import Group as Group
+from odsgd_jax.study._aggregate import summarize as summarize
+from odsgd_jax.study._cli import add_study_flags as add_study_flags
+from odsgd_jax.study._cli import command_line as command_line
+from odsgd_jax.study._cli import common_overrides as common_overrides
+from odsgd_jax.study._cli import print_result as print_result
+from odsgd_jax.study._cli import run_main as run_main
+from odsgd_jax.study._drivers import compression_report as compression_report
+from odsgd_jax.study._drivers import compression_specs as compression_specs
+from odsgd_jax.study._drivers import strategy_report as strategy_report
+from odsgd_jax.study._drivers import strategy_specs as strategy_specs
+from odsgd_jax.study._drivers import sweep_report as sweep_report
+from odsgd_jax.study._drivers import sweep_specs as sweep_specs
+from odsgd_jax.study._grid import RunSpec as RunSpec
+from odsgd_jax.study._grid import grid as grid
+from odsgd_jax.study._grid import load_config as load_config
+from odsgd_jax.study._grid import parse_seeds as parse_seeds
+from odsgd_jax.study._grid import parse_value as parse_value
+from odsgd_jax.study._readme import replace_section as replace_section
+from odsgd_jax.study._readme import repository_root as repository_root
+from odsgd_jax.study._report import accuracy_table as accuracy_table
+from odsgd_jax.study._report import bits_per_step as bits_per_step
+from odsgd_jax.study._report import caption as caption
+from odsgd_jax.study._report import describe_cluster as describe_cluster
+from odsgd_jax.study._report import environment as environment
+from odsgd_jax.study._report import format_p as format_p
+from odsgd_jax.study._report import format_significant as format_significant
+from odsgd_jax.study._report import markdown as markdown
+from odsgd_jax.study._report import plot_curves as plot_curves
+from odsgd_jax.study._report import time_table as time_table
+from odsgd_jax.study._report import write_outputs as write_outputs
+from odsgd_jax.study._runner import RunResult as RunResult
+from odsgd_jax.study._runner import default_processes as default_processes
+from odsgd_jax.study._runner import run_study as run_study
+from odsgd_jax.study._scaling import SCALING_STRATEGIES as SCALING_STRATEGIES
+from odsgd_jax.study._scaling import presets_table as presets_table
+from odsgd_jax.study._scaling import seconds_per_tick as seconds_per_tick
+from odsgd_jax.study._scaling import weak_scaling as weak_scaling
+from odsgd_jax.study._stats import Interval as Interval
+from odsgd_jax.study._stats import Paired as Paired
+from odsgd_jax.study._stats import Reached as Reached
+from odsgd_jax.study._stats import mean_ci as mean_ci
+from odsgd_jax.study._stats import paired as paired
+from odsgd_jax.study._stats import time_to_target as time_to_target

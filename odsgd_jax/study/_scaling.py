@@ -1,0 +1,61 @@
+"""Weak scaling from the timelines alone: seconds per tick of N workers, no training.
+
+Every strategy's timeline (odsgd_jax/cluster) gives the simulated duration of a
+tick; with homogeneous workers a tick processes N batches, so the weak-scaling
+efficiency is T(1) / T(N). Seconds for thousands of workers, on any preset.
+"""
+
+from typing import Any, Sequence
+
+from odsgd_jax.cluster import PRESETS, Network, Overlap, Workers, make_timeline
+
+# Labelled strategy settings whose ticks differ on a homogeneous cluster.
+SCALING_STRATEGIES: dict[str, tuple[str, dict[str, Any], bool]] = {
+    # label: (strategy, timeline options, ssgd-style all-reduce overlapped with backward)
+    "ssgd": ("ssgd", {}, True),
+    "ssgd (no overlap)": ("ssgd", {}, False),
+    "odsgd, pseudo_sync": ("odsgd", {"warmup_steps": 0}, True),
+    "local_sgd, oscars (H=4)": ("local_sgd", {"period": 4}, True),
+    "asgd, ssp": ("asgd", {}, True),
+}
+
+
+def seconds_per_tick(strategy: str, options: dict[str, Any], workers: Workers, network: Network,
+                     message_bytes: float, overlap: Overlap | None, ticks: int = 8) -> float:
+  """Mean simulated seconds of a tick over `ticks` ticks in steady state (local SGD:
+  whole rounds of `options["period"]` ticks, the last one synchronizing)."""
+  timeline = make_timeline(strategy, options, workers, network, message_bytes, overlap)
+  period = options.get("period")
+  total = 0.0
+  for tick in range(ticks):
+    timeline.schedule(tick)
+    round_end = period is not None and (tick + 1) % period == 0
+    total += timeline.cost(tick, round_end).duration
+  return total / ticks
+
+
+def weak_scaling(network: Network, step_time: float, message_bytes: float,
+                 sizes: Sequence[int], overlap: Overlap | None = Overlap(),
+                 strategies: dict[str, tuple[str, dict[str, Any], bool]] = SCALING_STRATEGIES,
+                 ) -> dict[str, dict[int, float]]:
+  """{label: {N: efficiency}} with efficiency = T(1) / T(N), T the seconds per tick."""
+  efficiency = {}
+  for label, (strategy, options, overlapped) in strategies.items():
+    times = {n: seconds_per_tick(strategy, options, Workers((1.0,) * n, step_time), network,
+                                 message_bytes, overlap if overlapped else None)
+             for n in sorted(set(sizes) | {1})}
+    efficiency[label] = {n: float(times[1] / times[n]) for n in sizes}
+  return efficiency
+
+
+def presets_table() -> str:
+  """The README's table of presets, each number with its source."""
+  rows = []
+  for name, preset in PRESETS.items():
+    net = preset.network
+    inside = (f"; {net.workers_per_node} per node at {net.intra_bandwidth / 1e9:g} GB/s, "
+              f"{net.inter_topology} across nodes" if net.topology == "hierarchical" else "")
+    rows.append(f"| `{name}` | {preset.description} | {net.topology}{inside} | "
+                f"{net.bandwidth / 1e9:g} GB/s | {net.latency * 1e6:g} us | {preset.sources} |")
+  return "\n".join(["| preset | what | topology | bandwidth | latency | sources |",
+                    "|---|---|---|---|---|---|", *rows])

@@ -1,0 +1,104 @@
+"""The study driver: intervals, paired tests, time to target and grouping, against
+values computed by hand; and a small grid run end to end."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from odsgd_jax import study
+from odsgd_jax.study import RunResult, RunSpec
+
+T_975_DF4 = 2.7764451051977987  # Student t quantile, 5 seeds
+
+
+def test_mean_and_interval_by_hand():
+  values = [0.94, 0.95, 0.93, 0.96, 0.92]
+  interval = study.mean_ci(values)
+  sd = math.sqrt(sum((v - 0.94) ** 2 for v in values) / 4)  # 0.015811
+  assert interval.mean == pytest.approx(0.94)
+  assert interval.half_width == pytest.approx(T_975_DF4 * sd / math.sqrt(5))
+  assert interval.half_width == pytest.approx(0.019632, abs=1e-6)
+  assert interval.format(4) == "0.9400 ± 0.0196"
+  single = study.mean_ci([0.5])
+  assert single.n == 1 and math.isnan(single.half_width) and single.format(2) == "0.50"
+
+
+def test_paired_test_by_hand():
+  a = {0: 0.95, 1: 0.96, 2: 0.94, 3: 0.97, 4: 0.95}
+  b = {0: 0.94, 1: 0.94, 2: 0.93, 3: 0.95, 4: 0.94}
+  comparison = study.paired(a, b)
+  d = np.array([0.01, 0.02, 0.01, 0.02, 0.01])
+  t = d.mean() / (d.std(ddof=1) / math.sqrt(5))  # 0.014 / (0.005477 / 2.236) = 5.715
+  assert comparison.difference.mean == pytest.approx(0.014)
+  assert t == pytest.approx(5.7155, abs=1e-3)
+  assert comparison.p_value == pytest.approx(0.004636, abs=1e-5)  # 2 * P(T_4 > 5.7155)
+  assert comparison.significant
+  noisy = study.paired({0: 0.95, 1: 0.93, 2: 0.96}, {0: 0.94, 1: 0.95, 2: 0.95})
+  assert not noisy.significant  # differences +1, -2, +1 points: p = 1.0
+  assert noisy.p_value == pytest.approx(1.0)
+  same = study.paired({0: 0.9, 1: 0.8}, {0: 0.9, 1: 0.8})
+  assert same.p_value == 1.0 and not same.significant
+  assert study.paired({0: 0.9, 3: 0.8}, {0: 0.8, 1: 0.7}).difference.n == 1  # seeds in common
+
+
+def _run(label, seed, accuracy, curve, sim_time=10.0, idle=0.0):
+  """A finished run with evaluation rows (sim_time, accuracy) and a summary."""
+  evaluations = [{"step": 10 * (i + 1), "sim_time": t, "test_loss": 1.0, "test_accuracy": acc}
+                 for i, (t, acc) in enumerate(curve)]
+  summary = None if accuracy is None else {
+      "test_accuracy": accuracy, "sim_time_s": sim_time, "steps": 100,
+      "sim_time_fractions": {"communication": [0.5, 0.5], "idle": [idle, idle]}}
+  return RunResult(RunSpec(label, "configs/default.py", seed), summary, evaluations,
+                   None if accuracy else "diverged", "/nowhere")
+
+
+def test_summarize_groups_pairs_and_times_by_hand():
+  results = [
+      _run("ssgd", 0, 0.90, [(1.0, 0.5), (2.0, 0.90)]),
+      _run("ssgd", 1, 0.92, [(1.0, 0.6), (2.0, 0.92)]),
+      _run("fast", 0, 0.91, [(0.5, 0.91), (1.0, 0.91)], idle=0.1),
+      _run("fast", 1, 0.93, [(0.5, 0.80), (1.0, 0.93)], idle=0.3),
+      _run("lost", 0, None, [(1.0, 0.3)]),
+      _run("lost", 1, 0.20, [(1.0, 0.2)]),
+  ]
+  groups, target = study.summarize(results, "ssgd", math.nan)
+  assert target == pytest.approx(0.91)  # ssgd's mean final accuracy
+  ssgd, fast, lost = groups
+  assert [g.label for g in groups] == ["ssgd", "fast", "lost"]
+  assert ssgd.times == {0: None, 1: 2.0} and ssgd.reached.fraction == (1, 2)
+  assert fast.times == {0: 0.5, 1: 1.0} and fast.reached.time.mean == pytest.approx(0.75)
+  assert fast.speedup == pytest.approx(2.0)  # seed 1 is the only one both reach: 2.0 / 1.0
+  assert fast.versus.difference.mean == pytest.approx(0.01)
+  assert fast.idle.mean == pytest.approx(0.2)
+  assert lost.diverged == 1 and lost.accuracy.n == 1 and lost.reached.fraction == (0, 2)
+  table = study.accuracy_table(groups, "ssgd")
+  assert "| fast | 0.9200 ± 0.1271 | +1.0 ± 0.0 | <0.001 | yes | 0.910, 0.930 |" in table
+  assert "(1 of 2 diverged)" in table and "diverged, 0.200" in table
+
+
+def test_grid_names_seeds_and_overrides():
+  specs = study.grid({"a": ("configs/default.py:ssgd", [("optimizer.learning_rate", 0.05)])},
+                     study.parse_seeds("0-2"), [("train.num_steps", 7)])
+  assert [s.name for s in specs] == ["a_seed0", "a_seed1", "a_seed2"]
+  config = specs[2].build()
+  assert (config.strategy.name, config.optimizer.learning_rate, config.train.num_steps,
+          config.train.seed) == ("ssgd", 0.05, 7, 2)
+  assert study.parse_seeds("0,3,5-6") == [0, 3, 5, 6]
+  assert study.parse_value("(1, 2)") == (1, 2) and study.parse_value("ring") == "ring"
+
+
+def test_a_study_runs_its_grid_and_writes_every_seed(data_dir, tmp_path):
+  common = [("data.data_dir", data_dir), ("train.num_steps", 6), ("train.eval_every", 3),
+            ("train.checkpoint_every", 6), ("data.batch_size", 64)]
+  specs = study.strategy_specs("configs/default.py", ["ssgd"], [0, 1], common)
+  results = study.run_study(specs, str(tmp_path))
+  assert [(r.spec.label, r.spec.seed) for r in results] == [("ssgd", 0), ("ssgd", 1)]
+  assert results[0].accuracy != results[1].accuracy  # another seed, another run
+  assert [row["step"] for row in results[0].evaluations] == [3, 6]
+  saved = json.loads((tmp_path / "study.json").read_text())
+  assert [(row["label"], row["seed"]) for row in saved["runs"]] == [("ssgd", 0), ("ssgd", 1)]
+  assert saved["runs"][1]["summary"]["test_accuracy"] == results[1].accuracy
+  again = study.run_study(specs[:1], str(tmp_path), resume=True)  # finished: kept as it was
+  assert again[0].summary == results[0].summary
