@@ -18,7 +18,12 @@ STRATEGY_OPTIONS = {
     #       --grid strategy.local_lr=0.0,0.0625,0.1
     "odsgd": {"local_lr": 0.1, "local_optimizer": "sgd", "warmup_steps": 200,
               "dc_lambda": 2.0},
-    "pseudo_sync": {"confidence": "adaptive", "phi": 0.9, "alpha_min": 0.5},
+    # The reconstruction's adaptive smoothing, with the delay corrections that make
+    # ssgd's own optimizer stable for it (README "Delays and their corrections"):
+    #   python scripts/sweep.py --config configs/mnist1d.py:pseudo_sync \
+    #       --grid strategy.correction=none,replay,replay+spike --seeds 0-4
+    "pseudo_sync": {"confidence": "adaptive", "phi": 0.9, "alpha_min": 0.5,
+                    "correction": "replay+spike"},
     "local_sgd": {"period": 4},
     "oscars": {"period": 4, "adapt": "fixed"},
 }
@@ -31,12 +36,6 @@ OPTIMIZER_CHANGES = {
     #   python scripts/sweep.py --config configs/mnist1d.py:asgd \
     #       --grid optimizer.momentum=0.0,0.9 --grid optimizer.learning_rate=0.0125,0.05
     "asgd": {"momentum": 0.0, "learning_rate_scale": 0.5},
-    # A one-step delay shrinks the step sizes heavy-ball momentum tolerates: with
-    # ssgd's momentum 0.9 / lr 0.1 it diverges (as does odsgd with local_lr=0).
-    #   python scripts/sweep.py --config configs/mnist1d.py:pseudo_sync \
-    #       --grid optimizer.momentum=0.3,0.5,0.9 --grid optimizer.learning_rate=0.1,0.3 \
-    #       --grid optimizer.warmup_steps=0,200
-    "pseudo_sync": {"momentum": 0.5, "learning_rate_scale": 3.0, "warmup_steps": 200},
 }
 
 

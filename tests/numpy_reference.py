@@ -26,6 +26,33 @@ class SGD:
     return -self.lr * direction, m
 
 
+class Spike:
+  """Spike compensation (Kosson et al. 2021) as the gradient fed to heavy ball:
+  v = mu v + g ; v_hat = mu^D v + (1 - mu^D) / (1 - mu) g ; fed = v_hat - mu v_hat_prev."""
+
+  def __init__(self, momentum, x0):
+    self.mu, self.v, self.v_hat = momentum, np.zeros_like(x0), np.zeros_like(x0)
+
+  def feed(self, g, delay, commit=True):
+    a = self.mu ** delay
+    b = (1 - a) / (1 - self.mu)
+    v = self.mu * self.v + g
+    v_hat = a * v + b * g
+    fed = v_hat - self.mu * self.v_hat
+    if commit:
+      self.v, self.v_hat = v, v_hat
+    return fed
+
+
+def drift(inner, s, steps):
+  """The sum of `steps` updates of a zero gradient (the optimizer's own motion)."""
+  total = 0.0
+  for _ in range(steps):
+    u, s = inner.update(0.0 * s, s)
+    total = total + u
+  return total
+
+
 def ssgd(grad, x0, N, T, inner):
   x, s, history = x0.copy(), inner.init(x0), []
   for t in range(T):
@@ -36,9 +63,12 @@ def ssgd(grad, x0, N, T, inner):
   return np.array(history), x
 
 
-def asgd(grad, x0, N, T, inner, schedules, delay_compensation=0.0):
+def asgd(grad, x0, N, T, inner, schedules, delay_compensation=0.0, correction="none",
+         inner_momentum=0.9):
   server, s = x0.copy(), inner.init(x0)
   xs, history = [x0.copy() for _ in range(N)], []
+  version, pulled = 0, [0] * N
+  spike = Spike(inner_momentum, x0) if "spike" in correction else None
   for t in range(T):
     grads = [grad(t, i, xs[i])[0] for i in range(N)]  # each at its own (stale) copy
     snapshots = [x.copy() for x in xs]
@@ -47,9 +77,13 @@ def asgd(grad, x0, N, T, inner, schedules, delay_compensation=0.0):
       if not active[k]:
         continue
       g = grads[k] + delay_compensation * grads[k] * grads[k] * (server - snapshots[k])
+      if spike is not None:
+        g = spike.feed(g, version - pulled[k])
       u, s = inner.update(g, s)
       server = server + u
-      xs[k] = server.copy()
+      version += 1
+      pulled[k] = version
+      xs[k] = server + drift(inner, s, N - 1) if "predict" in correction else server.copy()
     history.append([x.copy() for x in xs])
   return np.array(history), server
 
@@ -78,33 +112,43 @@ def ssp(grad, x0, N, T, inner, schedules, staleness):
 
 
 def odsgd(grad, x0, N, T, inner, local_lr, local_optimizer="sgd", warmup_steps=0,
-          dc_lambda=2.0, local_momentum=0.9, local_weight_decay=0.0):
+          dc_lambda=2.0, local_momentum=0.9, local_weight_decay=0.0, correction="none",
+          inner_momentum=0.9):
   W, s = x0.copy(), inner.init(x0)
   xs = [x0.copy() for _ in range(N)]
   pending = [np.zeros_like(x0) for _ in range(N)]
   momentum = [np.zeros_like(x0) for _ in range(N)]
+  spike = Spike(inner_momentum, x0) if "spike" in correction else None
   history = []
   for t in range(T):
     grads = [grad(t, i, xs[i])[0] for i in range(N)]
     if t < warmup_steps:
-      u, s = inner.update(np.mean(grads, axis=0), s)
+      G = np.mean(grads, axis=0)
+      if spike is not None:
+        spike.feed(G, 0)  # on time: the velocity follows, nothing is compensated
+      u, s = inner.update(G, s)
       W = W + u
       xs = [W.copy() for _ in range(N)]
     else:
       W_prev = W.copy()
       if t > warmup_steps:
-        u, s = inner.update(np.mean(pending, axis=0), s)
+        G = np.mean(pending, axis=0)
+        u, s = inner.update(spike.feed(G, 1) if spike is not None else G, s)
         W = W + u
+      base = W + drift(inner, s, 1) if "predict" in correction else W
       for i in range(N):
         g = grads[i]
-        if local_optimizer == "sgd":
-          xs[i] = W - local_lr * (g + local_weight_decay * W)
+        if local_optimizer == "replay":  # the next global update, were the mean g_i
+          guess = spike.feed(g, 1, commit=False) if spike is not None else g
+          xs[i] = W + inner.update(guess, s)[0]
+        elif local_optimizer == "sgd":
+          xs[i] = base - local_lr * (g + local_weight_decay * base)
         elif local_optimizer == "momentum":
-          momentum[i] = local_momentum * momentum[i] + g + local_weight_decay * W
-          xs[i] = W - local_lr * momentum[i]
+          momentum[i] = local_momentum * momentum[i] + g + local_weight_decay * base
+          xs[i] = base - local_lr * momentum[i]
         else:  # dcasgd
-          dc = dc_lambda / np.sqrt(g * g + 1e-7) * g * g * (W - W_prev)
-          xs[i] = W - local_lr * (local_weight_decay * W + g + dc)
+          dc = dc_lambda / np.sqrt(g * g + 1e-7) * g * g * (base - W_prev)
+          xs[i] = base - local_lr * (local_weight_decay * base + g + dc)
       pending = [g.copy() for g in grads]
     history.append([x.copy() for x in xs])
   return np.array(history), W
@@ -124,12 +168,15 @@ def delayed_sgd(grad, x0, N, T, inner):
 
 
 def pseudo_sync(grad, x0, N, T, inner, confidence="adaptive", phi=0.9, alpha_min=0.1,
-                alpha=0.5):
-  x, s = x0.copy(), inner.init(x0)
-  pending = prediction = A = M = None
-  history, alphas = [], []
+                alpha=0.5, correction="none", inner_momentum=0.9):
+  W, s = x0.copy(), inner.init(x0)
+  xs = [x0.copy() for _ in range(N)]
+  pending = A = M = None
+  prediction, a = np.zeros_like(x0), 1.0
+  spike = Spike(inner_momentum, x0) if "spike" in correction else None
+  history = []
   for t in range(T):
-    grads = [grad(t, i, x)[0] for i in range(N)]
+    grads = [grad(t, i, xs[i])[0] for i in range(N)]
     if t > 0:
       G = np.mean(pending, axis=0)
       previous = G if t == 1 else prediction
@@ -140,13 +187,23 @@ def pseudo_sync(grad, x0, N, T, inner, confidence="adaptive", phi=0.9, alpha_min
         a = float(np.clip(abs(np.sum(A)) / (np.sum(M) + 1e-12), alpha_min, 1.0))
       else:
         a = alpha
-      alphas.append(a)
       prediction = a * G + (1 - a) * previous
-      u, s = inner.update(prediction, s)
-      x = x + u
+      u, s = inner.update(spike.feed(prediction, 1) if spike is not None else prediction, s)
+      W = W + u
+    if correction.startswith("predict"):  # gradients where the pending motion takes W
+      xs = [W + drift(inner, s, 1) for _ in range(N)]
+    elif correction.startswith("replay"):  # ... the next update, were the mean g_i
+      xs = []
+      for g in grads:
+        guess = a * g + (1 - a) * prediction
+        if spike is not None:
+          guess = spike.feed(guess, 1, commit=False)
+        xs.append(W + inner.update(guess, s)[0])
+    else:
+      xs = [W.copy() for _ in range(N)]
     pending = grads
-    history.append([x.copy() for _ in range(N)])
-  return np.array(history), x
+    history.append([x.copy() for x in xs])
+  return np.array(history), W
 
 
 def local_sgd(grad, x0, N, T, inner, period, schedules=None, weighted=False, adapt="fixed",

@@ -22,7 +22,7 @@ TEST_OPTIONS = {
     "asgd": {"delay_compensation": 0.1},
     "ssp": {"staleness": 2},
     "odsgd": {"local_lr": 0.05, "warmup_steps": 2, "local_optimizer": "momentum"},
-    "pseudo_sync": {},
+    "pseudo_sync": {"correction": "replay+spike"},
     "local_sgd": {"period": 3},
     "oscars": {"period": 3, "adapt": "linear"},
 }

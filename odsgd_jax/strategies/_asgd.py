@@ -8,6 +8,7 @@ import optax
 
 from odsgd_jax.strategies import _collectives as coll
 from odsgd_jax.strategies import _compression as comp
+from odsgd_jax.strategies import _delay as delay
 from odsgd_jax.strategies._schedules import default_schedule
 
 
@@ -21,11 +22,14 @@ class AsgdState(NamedTuple):
   staleness_mean: jax.Array  # shape=(), float32: mean staleness of this tick's gradients
   staleness_max: jax.Array  # shape=(), int32: max staleness of this tick's gradients
   communication: Any  # compression state (error feedback, ...) or None
+  spike: Any = None  # the server's spike compensation state (correction "spike"), or None
 
 
 def asgd(
     inner: optax.GradientTransformation, *, axis_name: coll.AxisName,
     delay_compensation: float = 0.0,
+    correction: str = "none",
+    inner_momentum: float = 0.9,
     compression: "str | comp.Communication | None" = None,
 ) -> optax.GradientTransformationExtraArgs:
   """Asynchronous SGD: arriving gradients are applied one at a time on a server copy.
@@ -41,6 +45,12 @@ def asgd(
   of a gradient is the number of server updates between its worker's pull and
   its application; with every worker arriving in a rotating order it is N - 1.
 
+  Delay corrections (`correction`, odsgd_jax/strategies/_delay.py): "spike" feeds the
+  server's optimizer each gradient spike-compensated for its own staleness
+  (`inner_momentum`: the inner optimizer's); "predict" gives a pulling worker the server
+  weights moved by the inner optimizer's motion over the N - 1 updates expected before
+  its next gradient lands.
+
   Memory: the gradients (and, for DC-ASGD, the workers' parameters) are
   all-gathered, O(N x model) per device: fine for research models.
 
@@ -48,6 +58,8 @@ def asgd(
     inner: the server's optimizer.
     axis_name: the worker axis (or tuple of axes).
     delay_compensation: lambda of DC-ASGD (Zheng et al. 2017); 0 is plain ASGD.
+    correction: "none", "predict", "spike" or "predict+spike".
+    inner_momentum: the inner optimizer's momentum (spike compensation needs it).
     compression: how a pushed gradient travels (None, a spec such as "topk:0.01", or a
       `Communication`). Each worker's decompressed gradient is then all-gathered
       densely: the simulated server applies them one by one, and the bits charged
@@ -72,6 +84,9 @@ def asgd(
   """
   inner = optax.with_extra_args_support(inner)
   communication = comp.parse_communication(compression)
+  prediction_mode, spike = delay.parse_correction(correction)
+  if prediction_mode == "replay":
+    raise ValueError("asgd has no one-step replay: use correction='predict' or 'spike'")
 
   def init_fn(params):
     return AsgdState(
@@ -79,6 +94,7 @@ def asgd(
         server_version=jnp.zeros((), jnp.int32), pulled_version=jnp.zeros((), jnp.int32),
         staleness_mean=jnp.zeros((), jnp.float32), staleness_max=jnp.zeros((), jnp.int32),
         communication=comp.init_state(communication, params),
+        spike=delay.spike_init(params) if spike else None,
     )
 
   def update_fn(grads, state, params=None, *, schedule=None, **extra_args):
@@ -95,34 +111,42 @@ def asgd(
     pulled_versions = coll.all_gather(state.pulled_version, axis_name)
 
     def arrive(carry, worker):
-      server, inner_state, version, mine, my_version, stale_sum, stale_max = carry
+      server, inner_state, spike_state, version, mine, my_version, stale_sum, stale_max = carry
       grad = jax.tree.map(lambda g: g[worker], all_grads)
       if delay_compensation:
         snapshot = jax.tree.map(lambda x: x[worker], all_params)
         grad = jax.tree.map(lambda g, w, x: g + delay_compensation * g * g * (w - x),
                             grad, server, snapshot)
-      step, new_inner_state = inner.update(grad, inner_state, server)
       arrived = schedule.active[worker]
       staleness = version - pulled_versions[worker]
+      new_spike_state = spike_state
+      if spike:
+        grad, new_spike_state = delay.spike(grad, spike_state, staleness, inner_momentum)
+        new_spike_state = optax.tree.where(arrived, new_spike_state, spike_state)
+      step, new_inner_state = inner.update(grad, inner_state, server)
       server = optax.tree.where(arrived, optax.apply_updates(server, step), server)
       inner_state = optax.tree.where(arrived, new_inner_state, inner_state)
       version = version + arrived.astype(jnp.int32)
       pulls = arrived & (worker == me)
-      mine = optax.tree.where(pulls, server, mine)
+      pulled = server
+      if prediction_mode == "predict":  # where the others' N - 1 updates will carry it
+        pulled = delay.predicted(inner, inner_state, server, num_workers - 1)
+      mine = optax.tree.where(pulls, pulled, mine)
       my_version = jnp.where(pulls, version, my_version)
       stale_sum = stale_sum + jnp.where(arrived, staleness, 0)
       stale_max = jnp.maximum(stale_max, jnp.where(arrived, staleness, 0))
-      return (server, inner_state, version, mine, my_version, stale_sum, stale_max), None
+      return (server, inner_state, new_spike_state, version, mine, my_version, stale_sum,
+              stale_max), None
 
-    carry = (state.server_params, state.server_inner_state, state.server_version, params,
-             state.pulled_version, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+    carry = (state.server_params, state.server_inner_state, state.spike, state.server_version,
+             params, state.pulled_version, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
     carry, _ = jax.lax.scan(arrive, carry, schedule.arrival_order)
-    server, inner_state, version, mine, my_version, stale_sum, stale_max = carry
+    server, inner_state, spike_state, version, mine, my_version, stale_sum, stale_max = carry
     arrivals = jnp.maximum(jnp.sum(schedule.active.astype(jnp.int32)), 1)
     new_state = AsgdState(
         server_params=server, server_inner_state=inner_state, server_version=version,
         pulled_version=my_version, staleness_mean=(stale_sum / arrivals).astype(jnp.float32),
-        staleness_max=stale_max, communication=comm_state,
+        staleness_max=stale_max, communication=comm_state, spike=spike_state,
     )
     return optax.tree.sub(mine, params), new_state
 

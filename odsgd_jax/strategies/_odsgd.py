@@ -8,8 +8,9 @@ import optax
 
 from odsgd_jax.strategies import _collectives as coll
 from odsgd_jax.strategies import _compression as comp
+from odsgd_jax.strategies import _delay as delay
 
-LOCAL_OPTIMIZERS = ("sgd", "momentum", "dcasgd")
+LOCAL_OPTIMIZERS = ("sgd", "momentum", "dcasgd", "replay")
 
 
 class OdsgdState(NamedTuple):
@@ -21,6 +22,7 @@ class OdsgdState(NamedTuple):
   local_momentum: Any  # this worker's local momentum buffer ("momentum" only, else None)
   count: jax.Array  # shape=(), int32: steps taken
   communication: Any  # compression state (error feedback, ...) or None
+  spike: Any = None  # spike compensation's state (correction "spike"), or None
 
 
 def odsgd(
@@ -33,6 +35,8 @@ def odsgd(
     dc_lambda: float = 2.0,
     local_momentum: float = 0.9,
     local_weight_decay: float = 0.0,
+    correction: str = "none",
+    inner_momentum: float = 0.9,
     compression: "str | comp.Communication | None" = None,
 ) -> optax.GradientTransformationExtraArgs:
   """One-step-delay SGD: the all-reduce of step t overlaps the compute of step t+1.
@@ -53,6 +57,14 @@ def odsgd(
     "momentum": m_i = mu * m_i + g_i + wd * W ;  x_i = W - lr * m_i
     "dcasgd":   x_i = W - lr * (wd * W + g_i + lambda / sqrt(g_i^2 + 1e-7) * g_i^2 * (W - W_prev))
                 (the authors' CADCASGD; W_prev is W before this step's global update)
+    "replay":   x_i = W + inner(g_i, s): the next global update as it would be, were every
+                worker's gradient g_i (heavy ball: W + mu (W - W_prev) - lr g_i, the local
+                step that replays the global momentum; `local_lr` is not used)
+
+  Delay corrections (`correction`, odsgd_jax/strategies/_delay.py): "spike" feeds the
+  global optimizer the spike-compensated mean for its one-update delay (`inner_momentum`:
+  the inner optimizer's; with "replay" the local step is compensated alike); "predict" adds
+  the inner optimizer's pending motion to the local step.
 
   `local_lr` multiplies the worker's own mean-over-batch gradient. The authors'
   scripts use global 0.1 and local 0.5, but their local step also carries the
@@ -64,11 +76,14 @@ def odsgd(
     inner: the global optimizer, applied to the averaged delayed gradient.
     axis_name: the worker axis (or tuple of axes).
     local_lr: step size of the local compensation.
-    local_optimizer: "sgd", "momentum" or "dcasgd".
+    local_optimizer: "sgd", "momentum", "dcasgd" or "replay".
     warmup_steps: synchronous steps before the one-step delay starts.
     dc_lambda: lambda of the "dcasgd" local optimizer.
     local_momentum: mu of the "momentum" local optimizer.
     local_weight_decay: wd of the local optimizer.
+    correction: "none", "predict", "spike" or "predict+spike" ("replay" is a
+      `local_optimizer`).
+    inner_momentum: the inner optimizer's momentum (spike compensation needs it).
     compression: how every all-reduce (the warm-up's too) travels: None (plain
       float32), a spec such as "topk:0.01" / "qsgd:4,error_feedback=false,warmup=100"
       (its own `warmup` counts dense exchanges), or a `Communication`.
@@ -84,6 +99,10 @@ def odsgd(
     raise ValueError(f"local_optimizer={local_optimizer!r} is not one of {LOCAL_OPTIMIZERS}")
   if warmup_steps < 0:
     raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
+  prediction_mode, spike = delay.parse_correction(correction)
+  if prediction_mode == "replay":
+    raise ValueError("odsgd replays the global update through local_optimizer='replay', "
+                     "not correction='replay'")
   inner = optax.with_extra_args_support(inner)
   local_lr_fn = local_lr if callable(local_lr) else (lambda count: local_lr)
   communication = comp.parse_communication(compression)
@@ -94,10 +113,18 @@ def odsgd(
     return OdsgdState(global_params=params, inner_state=inner.init(params),
                       pending_grads=zeros, local_momentum=momentum,
                       count=jnp.zeros((), jnp.int32),
-                      communication=comp.init_state(communication, params))
+                      communication=comp.init_state(communication, params),
+                      spike=delay.spike_init(params) if spike else None)
 
-  def compensate(global_params, previous_global, grads, momentum, count):
+  def compensate(global_params, previous_global, grads, momentum, count, inner_state,
+                 spike_state):
     """LocalOpt(W, g_i): this worker's parameters for the next step."""
+    if local_optimizer == "replay":
+      guess = delay.spike(grads, spike_state, 1, inner_momentum)[0] if spike else grads
+      next_step, _ = inner.update(guess, inner_state, global_params)
+      return optax.apply_updates(global_params, next_step), momentum
+    if prediction_mode == "predict":  # the local step starts where W is going
+      global_params = delay.predicted(inner, inner_state, global_params, 1)
     lr = local_lr_fn(count)
     decayed = jax.tree.map(lambda g, w: g + local_weight_decay * w, grads, global_params)
     if local_optimizer == "momentum":
@@ -115,24 +142,31 @@ def odsgd(
   def delayed_step(grads, state):
     mean_pending, comm_state = comp.all_reduce_mean(communication, state.pending_grads,
                                                      state.communication, axis_name)
-    step, inner_state = inner.update(mean_pending, state.inner_state, state.global_params)
+    fed, spike_state = mean_pending, state.spike
+    if spike:
+      fed, spike_state = delay.spike(mean_pending, state.spike, 1, inner_momentum)
+    step, inner_state = inner.update(fed, state.inner_state, state.global_params)
     has_pending = state.count > warmup_steps  # the first delayed step has nothing pending
     global_params = optax.tree.where(
         has_pending, optax.apply_updates(state.global_params, step), state.global_params)
     inner_state = optax.tree.where(has_pending, inner_state, state.inner_state)
-    params, momentum = compensate(global_params, state.global_params, grads,
-                                  state.local_momentum, state.count)
-    return params, OdsgdState(global_params, inner_state, grads, momentum,
-                              optax.safe_increment(state.count), comm_state)
+    spike_state = optax.tree.where(has_pending, spike_state, state.spike) if spike else None
+    params, local = compensate(global_params, state.global_params, grads, state.local_momentum,
+                               state.count, inner_state, spike_state)
+    return params, OdsgdState(global_params, inner_state, grads, local,
+                              optax.safe_increment(state.count), comm_state, spike_state)
 
   def synchronous_step(grads, state):
     mean_grads, comm_state = comp.all_reduce_mean(communication, grads, state.communication,
                                                   axis_name)
     step, inner_state = inner.update(mean_grads, state.inner_state, state.global_params)
     global_params = optax.apply_updates(state.global_params, step)
+    spike_state = state.spike
+    if spike:  # on time: no compensation, but the velocity follows the gradients
+      spike_state = delay.spike(mean_grads, state.spike, 0, inner_momentum)[1]
     return global_params, OdsgdState(global_params, inner_state, state.pending_grads,
                                      state.local_momentum, optax.safe_increment(state.count),
-                                     comm_state)
+                                     comm_state, spike_state)
 
   def update_fn(grads, state, params=None, **extra_args):
     del extra_args

@@ -8,6 +8,7 @@ import optax
 
 from odsgd_jax.strategies import _collectives as coll
 from odsgd_jax.strategies import _compression as comp
+from odsgd_jax.strategies import _delay as delay
 
 CONFIDENCE_MODES = ("adaptive", "fixed")
 _EPSILON = 1e-12
@@ -24,6 +25,8 @@ class PseudoSyncState(NamedTuple):
   alpha: Any  # per tensor, float32: confidence in the newest gradient last used
   count: jax.Array  # shape=(), int32: steps taken
   communication: Any  # compression state (error feedback, ...) or None
+  weights: Any = None  # W, the model ("predict": the workers compute at W + a shift), or None
+  spike: Any = None  # spike compensation's state ("spike"), or None
 
 
 def pseudo_sync(
@@ -34,14 +37,21 @@ def pseudo_sync(
     phi: float = 0.9,
     alpha_min: float = 0.1,
     alpha: float = 0.5,
+    correction: str = "none",
+    inner_momentum: float = 0.9,
     compression: "str | comp.Communication | None" = None,
 ) -> optax.GradientTransformationExtraArgs:
   """Updates with a gradient predicted from synchronized history (reconstruction).
 
-  Only the paper's abstract is public (Wen et al., IJPP 2023); this rule is a
-  reconstruction from it: the update of step t uses the previous gradients,
-  whose all-reduce overlaps this step's compute, smoothed exponentially with an
-  adaptive confidence coefficient (a Trigg-Leach tracking signal, per tensor):
+  What comes from where. Only the paper's abstract is public (Wen et al., IJPP
+  2023). From it: the update uses the previous step's synchronized gradient, whose
+  all-reduce overlaps this step's compute, through "adaptive exponential smoothing"
+  with an adaptively adjusted "confidence coefficient of the history gradient". Ours:
+  the smoothing form and its adaptive coefficient, a Trigg-Leach tracking signal per
+  tensor (Trigg & Leach 1967, the classic adaptive-response-rate smoothing), below.
+  From other papers, as options: the delay corrections (spike compensation, Kosson
+  et al. 2021; weight prediction, SpecTrain / Chen et al. 2018; the replay of the
+  next update with the worker's own gradient, as OD-SGD's local step does).
 
     G_prev = mean_i P_i                               # all-reduce of step t-1
     e = G_prev - S_prev                               # last prediction's error
@@ -53,6 +63,13 @@ def pseudo_sync(
   G_prev. All replicas stay identical. `confidence="fixed", alpha=1` is plain
   one-step-delayed SGD.
 
+  Delay corrections (`correction`, odsgd_jax/strategies/_delay.py): "spike" feeds the
+  inner optimizer the spike-compensated S for a delay of one update (`inner_momentum`: the
+  inner optimizer's); "predict" keeps the model W in the state and lets the workers
+  compute their gradients at W moved by the inner optimizer's pending motion;
+  "replay" at W moved by the next update as this rule would make it were every
+  worker's gradient this worker's (the replicas then differ; the model is W).
+
   Args:
     inner: the optimizer applied to the predicted gradient S.
     axis_name: the worker axis (or tuple of axes).
@@ -60,6 +77,8 @@ def pseudo_sync(
     phi: smoothing factor of the tracking signal.
     alpha_min: lower bound of the adaptive confidence.
     alpha: the constant confidence of "fixed".
+    correction: "none", "predict", "replay", "spike", "predict+spike" or "replay+spike".
+    inner_momentum: the inner optimizer's momentum (spike compensation needs it).
     compression: how the all-reduce travels: None (plain float32), a spec such as
       "topk:0.01" / "qsgd:4,error_feedback=false,warmup=100", or a `Communication`.
 
@@ -68,10 +87,15 @@ def pseudo_sync(
 
   References:
     Wen et al., Accelerating Massively Distributed Deep Learning Through
-    Efficient Pseudo-Synchronous Update Method, IJPP 2023.
+    Efficient Pseudo-Synchronous Update Method, IJPP 2023; Kosson et al.,
+    Pipelined Backpropagation at Scale, MLSys 2021 (spike compensation); Chen et
+    al., Efficient and Robust Parallel DNN Training through Model Parallelism on
+    Multi-GPU Platform (SpecTrain), arXiv:1809.02839 (weight prediction).
   """
   if confidence not in CONFIDENCE_MODES:
     raise ValueError(f"confidence={confidence!r} is not one of {CONFIDENCE_MODES}")
+  prediction_mode, spike = delay.parse_correction(correction)
+  keeps_weights = prediction_mode != "none"
   inner = optax.with_extra_args_support(inner)
   communication = comp.parse_communication(compression)
 
@@ -82,6 +106,8 @@ def pseudo_sync(
         error_mean=zeros, error_abs_mean=zeros,
         alpha=jax.tree.map(lambda _: jnp.ones((), jnp.float32), params),
         count=jnp.zeros((), jnp.int32), communication=comp.init_state(communication, params),
+        weights=params if keeps_weights else None,
+        spike=delay.spike_init(params) if spike else None,
     )
 
   def update_fn(grads, state, params=None, **extra_args):
@@ -102,25 +128,44 @@ def pseudo_sync(
       alphas = jax.tree.map(lambda _: jnp.asarray(alpha, jnp.float32), state.alpha)
     prediction = jax.tree.map(lambda g, s, a: (a * g + (1 - a) * s).astype(g.dtype),
                               mean_pending, previous, alphas)
-    step, inner_state = inner.update(prediction, state.inner_state, params)
+    fed, spike_state = prediction, state.spike
+    if spike:
+      fed, spike_state = delay.spike(prediction, state.spike, 1, inner_momentum)
+    weights = state.weights if keeps_weights else params
+    step, inner_state = inner.update(fed, state.inner_state, weights)
     has_pending = state.count > 0
     keep = lambda new, old: optax.tree.where(has_pending, new, old)
+    inner_state = keep(inner_state, state.inner_state)
+    step = optax.tree.where(has_pending, step, optax.tree.zeros_like(step))
+    weights = optax.apply_updates(weights, step)
     new_state = PseudoSyncState(
-        inner_state=keep(inner_state, state.inner_state), pending_grads=grads,
+        inner_state=inner_state, pending_grads=grads,
         prediction=keep(prediction, state.prediction),
         error_mean=keep(error_mean, state.error_mean),
         error_abs_mean=keep(error_abs_mean, state.error_abs_mean),
         alpha=keep(alphas, state.alpha), count=optax.safe_increment(state.count),
-        communication=comm_state,
+        communication=comm_state, weights=weights if keeps_weights else None,
+        spike=keep(spike_state, state.spike) if spike else None,
     )
-    return optax.tree.where(has_pending, step, optax.tree.zeros_like(step)), new_state
+    if prediction_mode == "predict":  # the next gradient is taken where W is going
+      return optax.tree.sub(delay.predicted(inner, inner_state, weights, 1), params), new_state
+    if prediction_mode == "replay":  # ... with this worker's gradient as the pending mean
+      guess = jax.tree.map(lambda g, s, a: (a * g + (1 - a) * s).astype(g.dtype),
+                           grads, new_state.prediction, new_state.alpha)
+      if spike:
+        guess, _ = delay.spike(guess, new_state.spike, 1, inner_momentum)
+      next_step, _ = inner.update(guess, inner_state, weights)
+      return optax.tree.sub(optax.apply_updates(weights, next_step), params), new_state
+    return step, new_state
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
 
 def pseudo_sync_model_params(worker_params: Any, worker_opt_state: PseudoSyncState) -> Any:
-  """The model of a pseudo_sync run: worker 0's parameters (all replicas are identical)."""
-  del worker_opt_state
+  """The model of a pseudo_sync run: worker 0's parameters (all replicas are identical),
+  or the weights W under weight prediction."""
+  if worker_opt_state.weights is not None:
+    return coll.first_worker(worker_opt_state.weights)
   return coll.first_worker(worker_params)
 
 

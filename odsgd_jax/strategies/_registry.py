@@ -15,6 +15,9 @@ from odsgd_jax.strategies._ssgd import ssgd, ssgd_model_params
 from odsgd_jax.strategies._ssp import ssp, ssp_log, ssp_model_params
 
 
+SET_BY_TRAINER = ("axis_name", "inner_momentum")
+
+
 @dataclasses.dataclass(frozen=True)
 class StrategyDef:
   """How to build a strategy and which parameters are its model.
@@ -40,13 +43,17 @@ class StrategyDef:
   inner_updates_per_tick: Callable[[int], int] = lambda num_workers: 1
 
   def options(self) -> dict[str, Any]:
-    """The factory's keyword options (besides `axis_name`) and their defaults."""
+    """The factory's keyword options that a config sets, and their defaults (not
+    `axis_name`, nor `inner_momentum`: the trainer passes the inner optimizer's own)."""
     signature = inspect.signature(self.make)
     return {
         name: p.default
         for name, p in signature.parameters.items()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "axis_name"
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in SET_BY_TRAINER
     }
+
+  def takes(self, option: str) -> bool:
+    return option in inspect.signature(self.make).parameters
 
 
 STRATEGIES: dict[str, StrategyDef] = {

@@ -39,6 +39,8 @@ from odsgd_jax.study._scaling import SCALING_STRATEGIES as SCALING_STRATEGIES
 from odsgd_jax.study._scaling import presets_table as presets_table
 from odsgd_jax.study._scaling import seconds_per_tick as seconds_per_tick
 from odsgd_jax.study._scaling import weak_scaling as weak_scaling
+from odsgd_jax.study._stability import is_stable as is_stable
+from odsgd_jax.study._stability import largest_stable_step as largest_stable_step
 from odsgd_jax.study._stats import Interval as Interval
 from odsgd_jax.study._stats import Paired as Paired
 from odsgd_jax.study._stats import Reached as Reached

@@ -124,7 +124,7 @@ def build_experiment(config: ml_collections.ConfigDict) -> Experiment:
   inner_schedule = (lr_schedule if updates_per_tick == 1
                     else lambda count: lr_schedule(count // updates_per_tick))
   tx = strategy.make(make_inner_optimizer(config.optimizer, inner_schedule),
-                     axis_name=parallel.WORKER_AXES, **strategy_options(config.strategy))
+                     axis_name=parallel.WORKER_AXES, **strategy_options(config))
   return Experiment(
       config=config, worker_mesh=worker_mesh, spec=spec, train_split=train_split,
       test_split=test_split, model=model, strategy=strategy, tx=tx, lr_schedule=lr_schedule,

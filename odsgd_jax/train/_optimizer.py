@@ -5,6 +5,8 @@ from typing import Any
 import ml_collections
 import optax
 
+from odsgd_jax.strategies import get_strategy
+
 OPTIMIZERS = ("sgd", "adam")
 LR_SCHEDULES = ("constant", "cosine", "step")
 
@@ -48,13 +50,17 @@ def make_inner_optimizer(cfg: ml_collections.ConfigDict,
   return base
 
 
-def strategy_options(section: ml_collections.ConfigDict) -> dict[str, Any]:
-  """The strategy factory's keyword options from `config.strategy`.
+def strategy_options(config: ml_collections.ConfigDict) -> dict[str, Any]:
+  """The strategy factory's keyword options from `config.strategy`, plus the inner
+  optimizer's momentum where the factory takes it (delay corrections need it).
 
   An `outer` optimizer (local SGD, DiLoCo-style) is given as sgd's arguments, e.g.
   {"learning_rate": 0.7, "momentum": 0.9, "nesterov": True}.
   """
-  options = {k: v for k, v in section.to_dict().items() if k != "name"}
+  options = {k: v for k, v in config.strategy.to_dict().items() if k != "name"}
   if isinstance(options.get("outer"), dict):
     options["outer"] = optax.sgd(**options["outer"])
+  if get_strategy(config.strategy.name).takes("inner_momentum"):
+    heavy_ball = config.optimizer.name == "sgd"
+    options["inner_momentum"] = float(config.optimizer.momentum) if heavy_ball else 0.0
   return options

@@ -96,7 +96,7 @@ def validate_config(config: ml_collections.ConfigDict, num_available_devices: in
               f" for strategy {strategy.name!r}")
   try:  # the factory checks its own option values; building it is cheap and pure
     STRATEGIES[strategy.name].make(optax.identity(), axis_name="workers",
-                                   **strategy_options(strategy))
+                                   **strategy_options(config))
   except (ValueError, TypeError) as error:
     raise ConfigError(f"strategy: {error}") from error
   _check_choice("optimizer.name", optimizer.name, OPTIMIZERS)
@@ -112,6 +112,13 @@ def validate_config(config: ml_collections.ConfigDict, num_available_devices: in
         f"(momentum correction), so the inner optimizer must be plain SGD: set "
         f"optimizer.name='sgd' and optimizer.momentum=0 (now {optimizer.name!r}, "
         f"{optimizer.momentum})")
+  if "spike" in str(strategy.get("correction", "")) and (optimizer.name != "sgd"
+                                                        or not optimizer.momentum):
+    raise ConfigError(
+        f"strategy.correction={strategy.correction!r}: spike compensation corrects heavy-ball "
+        f"momentum; the inner optimizer is {optimizer.name!r} with momentum "
+        f"{optimizer.momentum}: use optimizer.name='sgd' with optimizer.momentum > 0, or "
+        f"another correction")
   _check_positive("optimizer.weight_decay", optimizer.weight_decay, allow_zero=True)
   _check_positive("optimizer.warmup_steps", optimizer.warmup_steps, allow_zero=True)
   for name in ("num_steps", "eval_every", "checkpoint_every", "log_every", "max_checkpoints"):
