@@ -87,6 +87,8 @@ def main() -> None:
                       help="override a config field in every run (for quick looks)")
   parser.add_argument("--processes", type=int, default=study.default_processes())
   parser.add_argument("--output", default="runs/claims")
+  parser.add_argument("--resume", action="store_true",
+                      help="keep runs that already finished with the same config")
   parser.add_argument("--readme", action="store_true", help="write README.md's claims section")
   args = parser.parse_args()
   seeds = study.parse_seeds(args.seeds)
@@ -103,10 +105,12 @@ def main() -> None:
                                        ["ssgd", "local_sgd", "oscars"], seeds, common + cluster)
   home, target = study.summarize(
       study.run_study(homogeneous, os.path.join(args.output, "homogeneous"),
-                      processes=args.processes, report=study.print_result), "ssgd", math.nan)
+                      processes=args.processes, resume=args.resume,
+                      report=study.print_result), "ssgd", math.nan)
   hetero, hetero_target = study.summarize(
       study.run_study(heterogeneous, os.path.join(args.output, "heterogeneous"),
-                      processes=args.processes, report=study.print_result), "ssgd", math.nan)
+                      processes=args.processes, resume=args.resume,
+                      report=study.print_result), "ssgd", math.nan)
   groups = {g.label: g for g in home}
   hetero_groups = {g.label: g for g in hetero}
 

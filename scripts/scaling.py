@@ -100,7 +100,9 @@ def training_study(args) -> str:
     for name in args.strategies.split(","):
       measured = study.mean_ci([per_step[f"{name} N=1"][i] / t
                                 for i, t in enumerate(per_step[f"{name} N={n}"])])
-      options = {"warmup_steps": 0} if name == "odsgd" else dict(config.strategy.to_dict())
+      options = {k: v for k, v in study.load_config(f"{args.config}:{name}").strategy.items()
+                 if k != "name"}
+      options.update({"warmup_steps": 0} if name == "odsgd" else {})
       predicted = study.weak_scaling(network, config.cluster.step_time, bytes_, [n], overlap,
                                      {name: (name, options, name == "ssgd")})[name][n]
       row.append(f"{measured.format(3)} ({predicted:.3f})")

@@ -1,6 +1,7 @@
 """The studies the scripts run: strategies, compressors and config grids, over seeds."""
 
 import itertools
+import math
 from typing import Any, Sequence
 
 import ml_collections
@@ -47,17 +48,23 @@ def sweep_specs(config: str, fields: dict[str, Sequence[Any]], seeds: Sequence[i
 
 
 def strategy_report(results: Sequence[RunResult], config: ml_collections.ConfigDict,
-                    command: str, baseline: str, target: float | None = None,
-                    target_name: str = "") -> tuple[list[Group], float | None, str]:
-  """Accuracy table and, with a target (nan: the baseline's mean final accuracy),
-  the time-to-target table. Returns (groups, target, markdown)."""
-  groups, target = summarize(results, baseline, target)
+                    command: str, baseline: str, targets: Sequence[float] = (),
+                    ) -> tuple[list[Group], float | None, str]:
+  """The accuracy table and, per target (nan: the baseline's mean final accuracy), the
+  time-to-target table. Returns (groups of the first target, that target, markdown)."""
   seeds = sorted({r.spec.seed for r in results})
+  groups, _ = summarize(results, baseline)
   text = f"{caption(config, seeds, command)}\n\n{accuracy_table(groups, baseline)}"
-  if target is not None:
-    text += (f"\n\nTime to test accuracy {target:.4g}{target_name} on the simulated cluster:"
-             f"\n\n{time_table(groups, baseline, target)}")
-  return groups, target, text
+  first = None
+  for target in targets:
+    named = math.isnan(target)
+    target_groups, target = summarize(results, baseline, target)
+    if first is None:
+      groups, first = target_groups, target
+    which = f" ({baseline}'s mean final accuracy)" if named else ""
+    text += (f"\n\nTime to test accuracy {target:.4g}{which} on the simulated cluster:\n\n"
+             f"{time_table(target_groups, baseline, target)}")
+  return groups, first, text
 
 
 def compression_report(results: Sequence[RunResult], config: ml_collections.ConfigDict,
