@@ -7,6 +7,8 @@ the synchronous one except where OPTIMIZER_CHANGES says otherwise, and why.
 
 import ml_collections
 
+from odsgd_jax.strategies import STRATEGIES
+
 # Options passed to the strategy factory (see odsgd_jax/strategies).
 STRATEGY_OPTIONS = {
     "ssgd": {},
@@ -53,11 +55,19 @@ def use_odsgd_authors_settings(config: ml_collections.ConfigDict) -> ml_collecti
   return config
 
 
+def _factory_defaults(name: str) -> dict:
+  """A registered strategy's options with plain defaults (a strategy without an entry
+  above runs with its factory's defaults)."""
+  options = STRATEGIES[name].options()
+  return {k: v for k, v in options.items() if isinstance(v, (bool, int, float, str))}
+
+
 def use_strategy(config: ml_collections.ConfigDict, name: str) -> ml_collections.ConfigDict:
   """`config` with strategy `name`, its options and its inner-optimizer changes."""
-  if name not in STRATEGY_OPTIONS:
-    raise ValueError(f"unknown strategy {name!r}; choose one of {sorted(STRATEGY_OPTIONS)}")
-  config.strategy = ml_collections.ConfigDict({"name": name, **STRATEGY_OPTIONS[name]})
+  if name not in STRATEGIES:
+    raise ValueError(f"unknown strategy {name!r}; choose one of {sorted(STRATEGIES)}")
+  options = STRATEGY_OPTIONS[name] if name in STRATEGY_OPTIONS else _factory_defaults(name)
+  config.strategy = ml_collections.ConfigDict({"name": name, **options})
   for field, value in OPTIMIZER_CHANGES.get(name, {}).items():
     if field == "learning_rate_scale":
       config.optimizer.learning_rate *= value
@@ -66,7 +76,35 @@ def use_strategy(config: ml_collections.ConfigDict, name: str) -> ml_collections
   return config
 
 
+def runlocal(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """A quick look (tests, a first try on a laptop): 20 steps of a smaller global batch,
+  evaluated and checkpointed every 10, every step logged, no progress bar."""
+  config.data.batch_size = 64
+  config.data.eval_batch_size = 500
+  return with_steps(config, 20, every=10)
+
+
+def with_steps(config: ml_collections.ConfigDict, steps: int,
+               every: int | None = None) -> ml_collections.ConfigDict:
+  """`steps` steps, evaluated and checkpointed every `every` (default: at the end), with
+  the learning-rate warm-up cut to fit."""
+  config.train.num_steps = steps
+  config.train.eval_every = config.train.checkpoint_every = every or steps
+  config.train.log_every = 1
+  config.train.progress_bar = False
+  config.optimizer.warmup_steps = min(config.optimizer.warmup_steps, steps // 4)
+  return config
+
+
 def with_arg(config: ml_collections.ConfigDict, arg: str | None) -> ml_collections.ConfigDict:
-  """`config` changed by the text after ":" in `--config file.py:<arg>`: a strategy name
-  (its options and inner-optimizer changes from this file); none keeps the file's."""
-  return use_strategy(config, arg) if arg else config
+  """`config` changed by the text after ":" in `--config file.py:<arg>`, comma-separated
+  (big_vision style): a strategy name (its options and inner-optimizer changes from this
+  file), `runlocal` (a quick look), `steps=<n>`; e.g. `configs/mnist1d.py:odsgd,runlocal`."""
+  for token in [t.strip() for t in (arg or "").split(",") if t.strip()]:
+    if token == "runlocal":
+      config = runlocal(config)
+    elif token.startswith("steps="):
+      config = with_steps(config, int(token.removeprefix("steps=")))
+    else:
+      config = use_strategy(config, token)
+  return config

@@ -25,7 +25,7 @@ def measure() -> dict[str, dict[str, float]]:
   inner = make_inner_optimizer(config.optimizer, make_lr_schedule(config.optimizer, 100, 10))
   copies = {}
   for name in STRATEGIES:
-    options = dict(_strategies.STRATEGY_OPTIONS[name])
+    options = dict(_strategies.STRATEGY_OPTIONS.get(name, {}))
     tx = STRATEGIES[name].make(inner, axis_name="workers", **options)
     copies[name] = {}
     for model_name, shape in MODELS.items():
@@ -52,7 +52,7 @@ def main() -> None:
       "|---|---|---|---|",
   ]
   for name, by_model in copies.items():
-    options = ", ".join(f"{k}={v}" for k, v in _strategies.STRATEGY_OPTIONS[name].items())
+    options = ", ".join(f"{k}={v}" for k, v in _strategies.STRATEGY_OPTIONS.get(name, {}).items())
     lines.append(f"| {name} | {options or '-'} | {by_model['cnn1d']:.2f} | "
                  f"{by_model['resnet20']:.2f} |")
   print("\n".join(lines))

@@ -4,11 +4,17 @@ import numpy as np
 import optax
 import pytest
 
-from odsgd_jax.cluster import Network, Overlap, Workers, make_timeline
+from odsgd_jax.cluster import Network, Overlap, Workers
+from odsgd_jax.strategies import get_strategy
 from configs import _strategies
 from odsgd_jax.train import train_and_evaluate
 from tests.helpers import saved_state
 from tests.least_squares import run_jax
+
+def make_timeline(name, options, workers, network, message_bytes, overlap=None):
+  """Strategy `name`'s timeline rule, as the simulated clock builds it."""
+  return get_strategy(name).make_timeline(workers, network, message_bytes, overlap, **options)
+
 
 SPEEDS = (1.0, 0.5, 0.25)  # compute times 1, 2 and 4 seconds
 WORKERS = Workers(speeds=SPEEDS, step_time=1.0)

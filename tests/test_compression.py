@@ -8,9 +8,9 @@ import pytest
 from configs import _strategies
 from odsgd_jax.train import read_metrics, train_and_evaluate
 
-from odsgd_jax.strategies._compression import (compressed_mean, init_communication,
-                                               parse_communication, parse_compressor, qsgd,
-                                               randomk)
+from odsgd_jax.comm import (Communication, compressed_exchange, exchange, parse_communication,
+                            parse_compressor)
+from odsgd_jax.comm._compressors import qsgd, randomk
 
 AXIS, N = "w", 4
 _rng = np.random.default_rng(0)
@@ -68,7 +68,7 @@ def test_topk_indices_of_a_large_tensor_travel_as_int32():
   mean, _, bits = _exchange("topk:0.001", x)
   assert float(bits[0]) == 70 * (32 + 32)
   expected = np.zeros((N, 70_000), np.float32)  # every worker's own top 70, summed / N
-  for row, values in zip(expected, np.asarray(x)):
+  for row, values in zip(expected, np.asarray(x), strict=True):
     top = np.argsort(-np.abs(values))[:70]
     row[top] = values[top]
   np.testing.assert_allclose(mean[0], expected.sum(0) / N, atol=1e-6)
@@ -101,7 +101,7 @@ def _means_over_steps(communication, steps):
     state = communication.init(xs[0])
     means = []
     for x in xs:
-      mean, state = communication.mean(x, state, AXIS)
+      mean, state = exchange(communication, x, state, AXIS)
       means.append(mean)
     return means
 
@@ -113,7 +113,7 @@ def test_momentum_correction_matches_numpy_dgc():
   communication = parse_communication("topk:0.1,momentum=0.9")
   assert communication.momentum == 0.9 and communication.uses_error_feedback
   means = _means_over_steps(communication, steps)
-  for got, expected in zip(means, _dgc_reference(steps, 0.1, 0.9)):
+  for got, expected in zip(means, _dgc_reference(steps, 0.1, 0.9), strict=True):
     np.testing.assert_allclose(got[0], expected, rtol=1e-5, atol=1e-6)
 
 
@@ -124,25 +124,23 @@ def test_momentum_correction_warmup_is_momentum_sgd():
   communication = parse_communication("topk:0.1,momentum=0.5,warmup=4")
   means = _means_over_steps(communication, steps)
   buffer = np.zeros(30, np.float32)
-  for got, g in zip(means, steps):
+  for got, g in zip(means, steps, strict=True):
     buffer = 0.5 * buffer + g.mean(0)
     np.testing.assert_allclose(got[0], buffer, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("spec", ["topk:0.05", "sign", "qsgd:2", "powersgd:1"])
-def test_error_feedback_sends_everything_eventually(spec):  # compressed_mean forces it on
+def test_error_feedback_sends_everything_eventually(spec):
   """sum of what was sent + the residual == sum of what was to be sent (per worker)."""
-  compressor = parse_compressor(spec)
+  communication = Communication(parse_compressor(spec), error_feedback=True)
   steps = [jax.tree.map(lambda x, s=s: x * (1 + 0.1 * s), TREE) for s in range(6)]
 
   def worker(*xs):
-    state = init_communication(compressor, xs[0])
+    state = communication.init(xs[0])
     sent = jax.tree.map(jnp.zeros_like, xs[0])
     for x in xs:
-      corrected = jax.tree.map(jnp.add, x, state.error)
-      key = jax.random.fold_in(jax.random.PRNGKey(1), state.count)  # as compressed_mean does
-      _, own, _, _ = compressor.exchange(corrected, state.compressor_state, key, AXIS)
-      _, _, state = compressed_mean(x, state, compressor, AXIS, key=jax.random.PRNGKey(1))
+      _, own, state = compressed_exchange(communication, x, state, AXIS,
+                                          key=jax.random.PRNGKey(1))
       sent = jax.tree.map(jnp.add, sent, own)
     return sent, state.error
 

@@ -1,9 +1,11 @@
-"""One timeline rule per strategy: the schedule it consumes and the time each tick takes.
+"""Timeline rules: the schedule a strategy consumes and the time each tick takes.
 
-The same object drives the math and the clock: `schedule(t)` is handed to the
-strategy before tick t, `cost(t, round_end)` charges the tick afterwards, so the
-staleness a strategy sees is the staleness its timeline implies. Both must be
-called once per tick, in order; `state_dict()` holds what a checkpoint needs.
+Each strategy names its rule (`StrategyDef.timeline`, one of the classes here). The
+same object drives the math and the clock: `schedule(t)` is handed to the strategy
+before tick t, `cost(t, round_end)` charges the tick afterwards, so the staleness a
+strategy sees is the staleness its timeline implies. Both must be called once per
+tick, in order; `state_dict()` holds what a checkpoint needs. A rule is built as
+`Rule(workers, network, message_bytes, overlap, **strategy_options)`.
 """
 
 import dataclasses
@@ -57,7 +59,9 @@ class Timeline:
   """Base: every worker active on every tick; subclasses say what a tick costs."""
 
   def __init__(self, workers: Workers, network: Network, message_bytes: float,
-               overlap: Overlap | None = None):
+               overlap: Overlap | None = None, **options: Any):
+    """`options`: the strategy's (a timeline reads those it needs, e.g. a warm-up)."""
+    del options
     self.workers, self.network, self.message_bytes = workers, network, float(message_bytes)
     self.overlap = overlap
     self.num_workers = workers.num_workers
@@ -85,7 +89,7 @@ class Timeline:
     beta, bucket = self.overlap.backward_share, self.overlap.bucket_bytes
     num_buckets = max(1, math.ceil(self.message_bytes / bucket))
     done, end = 0.0, 0.0
-    for k in range(num_buckets):
+    for _ in range(num_buckets):
       size = min(bucket, self.message_bytes - done)
       done += size
       # every worker has produced this bucket once the slowest has: c (1 - beta + beta q)
@@ -123,8 +127,9 @@ class PipelinedTimeline(Timeline):
   tick, as ssgd's. Only communication that outlasts the compute is exposed.
   """
 
-  def __init__(self, workers, network, message_bytes, overlap=None, warmup_steps: int = 0):
-    super().__init__(workers, network, message_bytes, overlap)
+  def __init__(self, workers, network, message_bytes, overlap=None, *, warmup_steps: int = 0,
+               **options):
+    super().__init__(workers, network, message_bytes, overlap, **options)
     self.warmup_steps = warmup_steps
 
   def cost(self, tick, round_end=False):
@@ -147,8 +152,8 @@ class LocalSgdTimeline(Timeline):
   by how much the slowest worker's running total grew.
   """
 
-  def __init__(self, workers, network, message_bytes):
-    super().__init__(workers, network, message_bytes)
+  def __init__(self, workers, network, message_bytes, overlap=None, **options):
+    super().__init__(workers, network, message_bytes, overlap, **options)
     self.busy = np.zeros(self.num_workers)  # compute seconds since the round started
 
   def cost(self, tick, round_end=False):
@@ -177,8 +182,8 @@ class OscarsTimeline(Timeline):
   does s steps per tick on average. Nobody waits; a round end adds the all-reduce.
   """
 
-  def __init__(self, workers, network, message_bytes):
-    super().__init__(workers, network, message_bytes)
+  def __init__(self, workers, network, message_bytes, overlap=None, **options):
+    super().__init__(workers, network, message_bytes, overlap, **options)
     self.tick_length = workers.step_time
     self.progress = np.zeros(self.num_workers)  # time banked towards the next step
 
@@ -211,8 +216,8 @@ class AsynchronousTimeline(Timeline):
   its pull and its push: its staleness follows from the speeds.
   """
 
-  def __init__(self, workers, network, message_bytes):
-    super().__init__(workers, network, message_bytes)
+  def __init__(self, workers, network, message_bytes, overlap=None, **options):
+    super().__init__(workers, network, message_bytes, overlap, **options)
     message = network.message_time(self.message_bytes)
     self.message = message
     self.tick_length = workers.step_time / max(workers.speeds) + 2 * message
@@ -240,24 +245,3 @@ class AsynchronousTimeline(Timeline):
 
   def load_state_dict(self, state):
     self.lands = np.asarray(state["lands"], np.float64)
-
-
-def make_timeline(strategy: str, options: dict[str, Any], workers: Workers, network: Network,
-                  message_bytes: float, overlap: Overlap | None = None) -> Timeline:
-  """The timeline rule of strategy `strategy` (a name from the strategy registry).
-
-  `overlap`: how a synchronous all-reduce overlaps the backward pass (ssgd, and
-  odsgd's warm-up); None: it does not.
-  """
-  if strategy == "ssgd":
-    return SynchronousTimeline(workers, network, message_bytes, overlap)
-  if strategy in ("odsgd", "pseudo_sync"):
-    warmup = options.get("warmup_steps", 200 if strategy == "odsgd" else 0)
-    return PipelinedTimeline(workers, network, message_bytes, overlap, warmup_steps=warmup)
-  if strategy == "local_sgd":
-    return LocalSgdTimeline(workers, network, message_bytes)
-  if strategy == "oscars":
-    return OscarsTimeline(workers, network, message_bytes)
-  if strategy in ("asgd", "ssp"):
-    return AsynchronousTimeline(workers, network, message_bytes)
-  raise KeyError(f"no timeline rule for strategy {strategy!r}")

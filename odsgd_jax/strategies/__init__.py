@@ -2,11 +2,6 @@
 
 from odsgd_jax.strategies._asgd import AsgdState as AsgdState
 from odsgd_jax.strategies._asgd import asgd as asgd
-from odsgd_jax.strategies._compression import COMPRESSORS as COMPRESSORS
-from odsgd_jax.strategies._compression import Communication as Communication
-from odsgd_jax.strategies._compression import Compressor as Compressor
-from odsgd_jax.strategies._compression import parse_communication as parse_communication
-from odsgd_jax.strategies._compression import parse_compressor as parse_compressor
 from odsgd_jax.strategies._local_sgd import LocalSgdState as LocalSgdState
 from odsgd_jax.strategies._local_sgd import local_sgd as local_sgd
 from odsgd_jax.strategies._local_sgd import oscars as oscars

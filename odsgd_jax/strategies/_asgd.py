@@ -6,8 +6,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from odsgd_jax.strategies import _collectives as coll
-from odsgd_jax.strategies import _compression as comp
+from odsgd_jax import comm
 from odsgd_jax.strategies import _delay as delay
 from odsgd_jax.strategies._schedules import default_schedule
 
@@ -26,11 +25,11 @@ class AsgdState(NamedTuple):
 
 
 def asgd(
-    inner: optax.GradientTransformation, *, axis_name: coll.AxisName,
+    inner: optax.GradientTransformation, *, axis_name: comm.AxisName,
     delay_compensation: float = 0.0,
     correction: str = "none",
     inner_momentum: float = 0.9,
-    compression: "str | comp.Communication | None" = None,
+    compression: "str | comm.Communication | None" = None,
 ) -> optax.GradientTransformationExtraArgs:
   """Asynchronous SGD: arriving gradients are applied one at a time on a server copy.
 
@@ -83,7 +82,7 @@ def asgd(
     Zheng et al., Asynchronous SGD with Delay Compensation, arXiv:1609.08326.
   """
   inner = optax.with_extra_args_support(inner)
-  communication = comp.parse_communication(compression)
+  communication = comm.parse_communication(compression)
   prediction_mode, spike = delay.parse_correction(correction)
   if prediction_mode == "replay":
     raise ValueError("asgd has no one-step replay: use correction='predict' or 'spike'")
@@ -93,22 +92,21 @@ def asgd(
         server_params=params, server_inner_state=inner.init(params),
         server_version=jnp.zeros((), jnp.int32), pulled_version=jnp.zeros((), jnp.int32),
         staleness_mean=jnp.zeros((), jnp.float32), staleness_max=jnp.zeros((), jnp.int32),
-        communication=comp.init_state(communication, params),
+        communication=comm.init_state(communication, params),
         spike=delay.spike_init(params) if spike else None,
     )
 
   def update_fn(grads, state, params=None, *, schedule=None, **extra_args):
     del extra_args
-    num_workers = coll.num_workers(axis_name)
-    me = coll.worker_index(axis_name)
+    num_workers = comm.num_workers(axis_name)
+    me = comm.worker_index(axis_name)
     schedule = schedule if schedule is not None else default_schedule(num_workers)
-    comm_state = state.communication
-    if communication is not None:
-      arrives = schedule.active[me]
-      _, grads, comm_state = communication.exchange(grads, comm_state, axis_name, arrives)
-    all_grads = coll.all_gather(grads, axis_name)
-    all_params = coll.all_gather(params, axis_name) if delay_compensation else None
-    pulled_versions = coll.all_gather(state.pulled_version, axis_name)
+    # Every arriving worker's gradient as the server receives it (compressed or not);
+    # a worker whose gradient does not land on this tick sends nothing.
+    all_grads, comm_state = comm.exchange(communication, grads, state.communication, axis_name,
+                                          sending=schedule.active[me], gather=True)
+    all_params = comm.all_gather(params, axis_name) if delay_compensation else None
+    pulled_versions = comm.all_gather(state.pulled_version, axis_name)
 
     def arrive(carry, worker):
       server, inner_state, spike_state, version, mine, my_version, stale_sum, stale_max = carry
@@ -156,7 +154,7 @@ def asgd(
 def asgd_model_params(worker_params: Any, worker_opt_state: AsgdState) -> Any:
   """The model of an asgd run: the server's weights W."""
   del worker_params
-  return coll.first_worker(worker_opt_state.server_params)
+  return comm.first_worker(worker_opt_state.server_params)
 
 
 def asgd_log(worker_opt_state: AsgdState) -> dict[str, jax.Array]:

@@ -6,8 +6,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from odsgd_jax.strategies import _collectives as coll
-from odsgd_jax.strategies import _compression as comp
+from odsgd_jax import comm
 from odsgd_jax.strategies._schedules import default_schedule
 
 ADAPT_MODES = ("fixed", "linear", "loss")
@@ -29,6 +28,32 @@ class LocalSgdState(NamedTuple):
   communication: Any  # compression state of the round-end exchange, or None
 
 
+def _next_period(adapt: str, period: int, state: LocalSgdState, round_loss: jax.Array):
+  """H of the next round: the same ("fixed"), one more ("linear"), or AdaComm's
+  H_r = ceil(H_0 sqrt(L_r / L_0)), which shrinks as the loss falls ("loss")."""
+  if adapt == "linear":
+    return state.period + 1
+  if adapt == "loss":
+    first = jnp.where(state.first_round_loss > 0, state.first_round_loss, round_loss)
+    ratio = jnp.sqrt(round_loss / jnp.maximum(first, 1e-12))
+    return jnp.maximum(1, jnp.ceil(period * ratio).astype(jnp.int32))
+  return state.period
+
+
+def _weighted_average(anchor: Any, local_params: Any, weight: jax.Array, communication: Any,
+                      comm_state: Any, axis_name) -> tuple[Any, Any]:
+  """The workers' parameters averaged with weights w_i. What travels is each worker's
+  weighted move away from the anchor:
+  xbar = anchor - mean_i(w_i (anchor - x_i)) / mean_i(w_i)."""
+  mean_weight = jax.lax.pmean(weight, axis_name)
+  moves = jax.tree.map(lambda a, x: weight * (a - x), anchor, local_params)
+  mean_move, comm_state = comm.exchange(communication, moves, comm_state, axis_name)
+  average = jax.tree.map(
+      lambda a, m: jnp.where(mean_weight > 0, a - m / jnp.maximum(mean_weight, 1e-12), a)
+      .astype(a.dtype), anchor, mean_move)
+  return average, comm_state
+
+
 def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt, heterogeneous,
                  compression=None):
   if period < 1:
@@ -36,7 +61,7 @@ def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt,
   if adapt not in ADAPT_MODES:
     raise ValueError(f"adapt={adapt!r} is not one of {ADAPT_MODES}")
   inner = optax.with_extra_args_support(inner)
-  communication = comp.parse_communication(compression)
+  communication = comm.parse_communication(compression)
 
   def init_fn(params):
     zero_i, zero_f = jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32)
@@ -46,23 +71,14 @@ def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt,
         tick=zero_i, period=jnp.asarray(period, jnp.int32), local_steps=zero_i,
         last_round_steps=zero_i,
         loss_sum=zero_f, first_round_loss=zero_f, last_round_loss=zero_f,
-        communication=comp.init_state(communication, params),
+        communication=comm.init_state(communication, params),
     )
-
-  def next_period(state, round_loss):
-    if adapt == "linear":
-      return state.period + 1
-    if adapt == "loss":  # AdaComm: H_r = ceil(H_0 sqrt(L_r / L_0)), shrinks as loss falls
-      first = jnp.where(state.first_round_loss > 0, state.first_round_loss, round_loss)
-      ratio = jnp.sqrt(round_loss / jnp.maximum(first, 1e-12))
-      return jnp.maximum(1, jnp.ceil(period * ratio).astype(jnp.int32))
-    return state.period
 
   def update_fn(grads, state, params=None, *, schedule=None, loss=None, **extra_args):
     del extra_args
-    me = coll.worker_index(axis_name)
+    me = comm.worker_index(axis_name)
     if heterogeneous:
-      schedule = schedule if schedule is not None else default_schedule(coll.num_workers(axis_name))
+      schedule = schedule if schedule is not None else default_schedule(comm.num_workers(axis_name))
       active = schedule.active[me]
     else:
       active = jnp.ones((), bool)
@@ -75,15 +91,8 @@ def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt,
 
     def synchronize(_):
       weight = local_steps.astype(jnp.float32) if heterogeneous else jnp.ones((), jnp.float32)
-      mean_weight = jax.lax.pmean(weight, axis_name)
-      # The weighted mean of the workers' moves away from the anchor (what travels):
-      # xbar = anchor - mean_i(w_i (anchor - x_i)) / mean_i(w_i)
-      moves = jax.tree.map(lambda a, x: weight * (a - x), state.anchor, local_params)
-      mean_move, comm_state = comp.all_reduce_mean(communication, moves, state.communication,
-                                                   axis_name)
-      average = jax.tree.map(
-          lambda a, m: jnp.where(mean_weight > 0, a - m / jnp.maximum(mean_weight, 1e-12), a)
-          .astype(a.dtype), state.anchor, mean_move)
+      average, comm_state = _weighted_average(state.anchor, local_params, weight, communication,
+                                              state.communication, axis_name)
       if outer is None:
         anchor, outer_state = average, state.outer_state
       else:  # DiLoCo-style: an outer optimizer step on the pseudo-gradient
@@ -99,7 +108,7 @@ def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt,
           jax.lax.psum(local_steps, axis_name), 1).astype(jnp.float32)
       new_state = LocalSgdState(
           inner_state=synced_inner, anchor=anchor, outer_state=outer_state,
-          tick=jnp.zeros((), jnp.int32), period=next_period(state, round_loss),
+          tick=jnp.zeros((), jnp.int32), period=_next_period(adapt, period, state, round_loss),
           local_steps=jnp.zeros((), jnp.int32), last_round_steps=local_steps,
           loss_sum=jnp.zeros((), jnp.float32),
           first_round_loss=jnp.where(state.first_round_loss > 0, state.first_round_loss,
@@ -113,7 +122,7 @@ def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt,
                                           local_steps=local_steps, loss_sum=loss_sum)
 
     # Non-sync ticks send nothing: the collectives live in one branch only.
-    new_params, new_state = jax.lax.cond(coll.uniform(tick >= state.period, axis_name),
+    new_params, new_state = jax.lax.cond(comm.uniform(tick >= state.period, axis_name),
                                          synchronize, keep_going, None)
     return optax.tree.sub(new_params, params), new_state
 
@@ -123,11 +132,11 @@ def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt,
 def local_sgd(
     inner: optax.GradientTransformation,
     *,
-    axis_name: coll.AxisName,
+    axis_name: comm.AxisName,
     period: int,
     outer: optax.GradientTransformation | None = None,
     average_inner_state: bool = False,
-    compression: "str | comp.Communication | None" = None,
+    compression: "str | comm.Communication | None" = None,
 ) -> optax.GradientTransformationExtraArgs:
   """Local SGD: every worker steps alone; every `period` steps they average.
 
@@ -164,11 +173,11 @@ def local_sgd(
 def oscars(
     inner: optax.GradientTransformation,
     *,
-    axis_name: coll.AxisName,
+    axis_name: comm.AxisName,
     period: int,
     adapt: str = "fixed",
     outer: optax.GradientTransformation | None = None,
-    compression: "str | comp.Communication | None" = None,
+    compression: "str | comm.Communication | None" = None,
 ) -> optax.GradientTransformationExtraArgs:
   """Oscars: semi-synchronous local SGD for heterogeneous clusters (reconstruction).
 
@@ -225,10 +234,13 @@ def local_sgd_model_params(worker_params: Any, worker_opt_state: LocalSgdState) 
 
 
 def local_sgd_log(worker_opt_state: LocalSgdState) -> dict[str, jax.Array]:
-  """Period, last round's loss, and whether this tick ended a round (the cluster
-  simulator charges the round's all-reduce on it)."""
+  """The period and the last round's loss."""
   return {"period": worker_opt_state.period.astype(jnp.float32),
-          "round_loss": worker_opt_state.last_round_loss,
-          "round_end": (worker_opt_state.tick == 0).astype(jnp.float32)}
+          "round_loss": worker_opt_state.last_round_loss}
+
+
+def local_sgd_round_end(worker_opt_state: LocalSgdState) -> jax.Array:
+  """Whether this tick ended a round (the cluster charges the round's all-reduce)."""
+  return worker_opt_state.tick == 0
 
 

@@ -6,8 +6,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from odsgd_jax.strategies import _collectives as coll
-from odsgd_jax.strategies import _compression as comp
+from odsgd_jax import comm
 from odsgd_jax.strategies import _delay as delay
 
 LOCAL_OPTIMIZERS = ("sgd", "momentum", "dcasgd", "replay")
@@ -25,10 +24,29 @@ class OdsgdState(NamedTuple):
   spike: Any = None  # spike compensation's state (correction "spike"), or None
 
 
+def _local_step(kind: str, weights: Any, previous_weights: Any, grads: Any, momentum: Any,
+                lr: jax.Array, mu: float, weight_decay: float,
+                dc_lambda: float) -> tuple[Any, Any]:
+  """The local compensation x_i = W - lr * direction ("sgd", "momentum", "dcasgd"), and
+  the local momentum buffer ("momentum" only)."""
+  decayed = jax.tree.map(lambda g, w: g + weight_decay * w, grads, weights)
+  if kind == "momentum":
+    momentum = jax.tree.map(lambda m, d: mu * m + d, momentum, decayed)
+    direction = momentum
+  elif kind == "dcasgd":
+    direction = jax.tree.map(
+        lambda d, g, w, w_prev: d + dc_lambda / jnp.sqrt(g * g + 1e-7) * g * g * (w - w_prev),
+        decayed, grads, weights, previous_weights)
+  else:
+    direction = decayed
+  params = jax.tree.map(lambda w, d: (w - lr * d).astype(w.dtype), weights, direction)
+  return params, momentum
+
+
 def odsgd(
     inner: optax.GradientTransformation,
     *,
-    axis_name: coll.AxisName,
+    axis_name: comm.AxisName,
     local_lr: float | Callable[[jax.Array], jax.Array],
     local_optimizer: str = "sgd",
     warmup_steps: int = 200,
@@ -37,7 +55,7 @@ def odsgd(
     local_weight_decay: float = 0.0,
     correction: str = "none",
     inner_momentum: float = 0.9,
-    compression: "str | comp.Communication | None" = None,
+    compression: "str | comm.Communication | None" = None,
 ) -> optax.GradientTransformationExtraArgs:
   """One-step-delay SGD: the all-reduce of step t overlaps the compute of step t+1.
 
@@ -105,7 +123,7 @@ def odsgd(
                      "not correction='replay'")
   inner = optax.with_extra_args_support(inner)
   local_lr_fn = local_lr if callable(local_lr) else (lambda count: local_lr)
-  communication = comp.parse_communication(compression)
+  communication = comm.parse_communication(compression)
 
   def init_fn(params):
     zeros = optax.tree.zeros_like(params)
@@ -113,7 +131,7 @@ def odsgd(
     return OdsgdState(global_params=params, inner_state=inner.init(params),
                       pending_grads=zeros, local_momentum=momentum,
                       count=jnp.zeros((), jnp.int32),
-                      communication=comp.init_state(communication, params),
+                      communication=comm.init_state(communication, params),
                       spike=delay.spike_init(params) if spike else None)
 
   def compensate(global_params, previous_global, grads, momentum, count, inner_state,
@@ -125,22 +143,11 @@ def odsgd(
       return optax.apply_updates(global_params, next_step), momentum
     if prediction_mode == "predict":  # the local step starts where W is going
       global_params = delay.predicted(inner, inner_state, global_params, 1)
-    lr = local_lr_fn(count)
-    decayed = jax.tree.map(lambda g, w: g + local_weight_decay * w, grads, global_params)
-    if local_optimizer == "momentum":
-      momentum = jax.tree.map(lambda m, d: local_momentum * m + d, momentum, decayed)
-      direction = momentum
-    elif local_optimizer == "dcasgd":
-      direction = jax.tree.map(
-          lambda d, g, w, w_prev: d + dc_lambda / jnp.sqrt(g * g + 1e-7) * g * g * (w - w_prev),
-          decayed, grads, global_params, previous_global)
-    else:
-      direction = decayed
-    params = jax.tree.map(lambda w, d: (w - lr * d).astype(w.dtype), global_params, direction)
-    return params, momentum
+    return _local_step(local_optimizer, global_params, previous_global, grads, momentum,
+                       local_lr_fn(count), local_momentum, local_weight_decay, dc_lambda)
 
   def delayed_step(grads, state):
-    mean_pending, comm_state = comp.all_reduce_mean(communication, state.pending_grads,
+    mean_pending, comm_state = comm.exchange(communication, state.pending_grads,
                                                      state.communication, axis_name)
     fed, spike_state = mean_pending, state.spike
     if spike:
@@ -157,7 +164,7 @@ def odsgd(
                               optax.safe_increment(state.count), comm_state, spike_state)
 
   def synchronous_step(grads, state):
-    mean_grads, comm_state = comp.all_reduce_mean(communication, grads, state.communication,
+    mean_grads, comm_state = comm.exchange(communication, grads, state.communication,
                                                   axis_name)
     step, inner_state = inner.update(mean_grads, state.inner_state, state.global_params)
     global_params = optax.apply_updates(state.global_params, step)
@@ -171,7 +178,7 @@ def odsgd(
   def update_fn(grads, state, params=None, **extra_args):
     del extra_args
     if warmup_steps:
-      new_params, new_state = jax.lax.cond(coll.uniform(state.count < warmup_steps, axis_name),
+      new_params, new_state = jax.lax.cond(comm.uniform(state.count < warmup_steps, axis_name),
                                            synchronous_step, delayed_step, grads, state)
     else:  # no conditional in the program: its only all-reduce reads P_i
       new_params, new_state = delayed_step(grads, state)
@@ -183,4 +190,4 @@ def odsgd(
 def odsgd_model_params(worker_params: Any, worker_opt_state: OdsgdState) -> Any:
   """The model of an odsgd run: the global weights W (not the compensated x_i)."""
   del worker_params
-  return coll.first_worker(worker_opt_state.global_params)
+  return comm.first_worker(worker_opt_state.global_params)

@@ -6,8 +6,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from odsgd_jax.strategies import _collectives as coll
-from odsgd_jax.strategies import _compression as comp
+from odsgd_jax import comm
 from odsgd_jax.strategies import _delay as delay
 
 CONFIDENCE_MODES = ("adaptive", "fixed")
@@ -32,14 +31,14 @@ class PseudoSyncState(NamedTuple):
 def pseudo_sync(
     inner: optax.GradientTransformation,
     *,
-    axis_name: coll.AxisName,
+    axis_name: comm.AxisName,
     confidence: str = "adaptive",
     phi: float = 0.9,
     alpha_min: float = 0.1,
     alpha: float = 0.5,
     correction: str = "none",
     inner_momentum: float = 0.9,
-    compression: "str | comp.Communication | None" = None,
+    compression: "str | comm.Communication | None" = None,
 ) -> optax.GradientTransformationExtraArgs:
   """Updates with a gradient predicted from synchronized history (reconstruction).
 
@@ -97,7 +96,7 @@ def pseudo_sync(
   prediction_mode, spike = delay.parse_correction(correction)
   keeps_weights = prediction_mode != "none"
   inner = optax.with_extra_args_support(inner)
-  communication = comp.parse_communication(compression)
+  communication = comm.parse_communication(compression)
 
   def init_fn(params):
     zeros = optax.tree.zeros_like(params)
@@ -105,14 +104,14 @@ def pseudo_sync(
         inner_state=inner.init(params), pending_grads=zeros, prediction=zeros,
         error_mean=zeros, error_abs_mean=zeros,
         alpha=jax.tree.map(lambda _: jnp.ones((), jnp.float32), params),
-        count=jnp.zeros((), jnp.int32), communication=comp.init_state(communication, params),
+        count=jnp.zeros((), jnp.int32), communication=comm.init_state(communication, params),
         weights=params if keeps_weights else None,
         spike=delay.spike_init(params) if spike else None,
     )
 
   def update_fn(grads, state, params=None, **extra_args):
     del extra_args
-    mean_pending, comm_state = comp.all_reduce_mean(communication, state.pending_grads,
+    mean_pending, comm_state = comm.exchange(communication, state.pending_grads,
                                                      state.communication, axis_name)
     first = state.count == 1  # the first gradient: no history to smooth with
     previous = optax.tree.where(first, mean_pending, state.prediction)
@@ -165,8 +164,8 @@ def pseudo_sync_model_params(worker_params: Any, worker_opt_state: PseudoSyncSta
   """The model of a pseudo_sync run: worker 0's parameters (all replicas are identical),
   or the weights W under weight prediction."""
   if worker_opt_state.weights is not None:
-    return coll.first_worker(worker_opt_state.weights)
-  return coll.first_worker(worker_params)
+    return comm.first_worker(worker_opt_state.weights)
+  return comm.first_worker(worker_params)
 
 
 def pseudo_sync_log(worker_opt_state: PseudoSyncState) -> dict[str, jax.Array]:

@@ -4,8 +4,7 @@ from typing import Any, NamedTuple
 
 import optax
 
-from odsgd_jax.strategies import _collectives as coll
-from odsgd_jax.strategies import _compression as comp
+from odsgd_jax import comm
 
 AxisName = str | tuple[str, ...]
 
@@ -19,7 +18,7 @@ class SsgdState(NamedTuple):
 
 def ssgd(
     inner: optax.GradientTransformation, *, axis_name: AxisName,
-    compression: "str | comp.Communication | None" = None,
+    compression: "str | comm.Communication | None" = None,
 ) -> optax.GradientTransformationExtraArgs:
   """Synchronizes gradients with a mean over `axis_name`, then applies `inner`.
 
@@ -55,15 +54,15 @@ def ssgd(
     [-0.15000000596046448, -0.15000000596046448, -0.15000000596046448, -0.15000000596046448]
   """
   inner = optax.with_extra_args_support(inner)
-  communication = comp.parse_communication(compression)
+  communication = comm.parse_communication(compression)
 
   def init_fn(params):
     return SsgdState(inner_state=inner.init(params),
-                     communication=comp.init_state(communication, params))
+                     communication=comm.init_state(communication, params))
 
   def update_fn(updates, state, params=None, **extra_args):
     del extra_args  # synchronous: the schedule does not change the math
-    mean_grads, comm_state = comp.all_reduce_mean(communication, updates, state.communication,
+    mean_grads, comm_state = comm.exchange(communication, updates, state.communication,
                                                   axis_name)
     updates, inner_state = inner.update(mean_grads, state.inner_state, params)
     return updates, SsgdState(inner_state=inner_state, communication=comm_state)
@@ -74,4 +73,4 @@ def ssgd(
 def ssgd_model_params(worker_params: Any, worker_opt_state: Any) -> Any:
   """The model of an ssgd run: worker 0's parameters (all replicas are identical)."""
   del worker_opt_state
-  return coll.first_worker(worker_params)
+  return comm.first_worker(worker_params)

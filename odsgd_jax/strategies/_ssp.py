@@ -6,8 +6,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from odsgd_jax.strategies import _collectives as coll
-from odsgd_jax.strategies import _compression as comp
+from odsgd_jax import comm
 from odsgd_jax.strategies._schedules import default_schedule
 
 
@@ -23,8 +22,8 @@ class SspState(NamedTuple):
 
 
 def ssp(
-    inner: optax.GradientTransformation, *, axis_name: coll.AxisName, staleness: int,
-    compression: "str | comp.Communication | None" = None,
+    inner: optax.GradientTransformation, *, axis_name: comm.AxisName, staleness: int,
+    compression: "str | comm.Communication | None" = None,
 ) -> optax.GradientTransformationExtraArgs:
   """Stale synchronous parallel: a worker may run at most `staleness` clocks ahead.
 
@@ -58,24 +57,24 @@ def ssp(
   if staleness < 0:
     raise ValueError(f"staleness must be >= 0, got {staleness}")
   inner = optax.with_extra_args_support(inner)
-  communication = comp.parse_communication(compression)
+  communication = comm.parse_communication(compression)
 
   def init_fn(params):
     zero = jnp.zeros((), jnp.int32)
     return SspState(server_params=params, server_inner_state=inner.init(params), clock=zero,
                     clock_gap=zero, blocked=zero,
-                    communication=comp.init_state(communication, params))
+                    communication=comm.init_state(communication, params))
 
   def update_fn(grads, state, params=None, *, schedule=None, **extra_args):
     del extra_args
-    num_workers = coll.num_workers(axis_name)
-    me = coll.worker_index(axis_name)
+    num_workers = comm.num_workers(axis_name)
+    me = comm.worker_index(axis_name)
     schedule = schedule if schedule is not None else default_schedule(num_workers)
-    clocks = coll.all_gather(state.clock, axis_name)
+    clocks = comm.all_gather(state.clock, axis_name)
     pushes_all = schedule.active & (clocks - jnp.min(clocks) <= staleness)
     pushes = pushes_all[me]
     # sum of pushed gradients / N: a mean over all workers where non-pushers send zeros
-    mean_grads, comm_state = comp.all_reduce_mean(communication, grads, state.communication,
+    mean_grads, comm_state = comm.exchange(communication, grads, state.communication,
                                                   axis_name, sending=pushes)
     step, inner_state = inner.update(mean_grads, state.server_inner_state, state.server_params)
     anyone = jnp.any(pushes_all)
@@ -98,7 +97,7 @@ def ssp(
 def ssp_model_params(worker_params: Any, worker_opt_state: SspState) -> Any:
   """The model of an ssp run: the server's weights W."""
   del worker_params
-  return coll.first_worker(worker_opt_state.server_params)
+  return comm.first_worker(worker_opt_state.server_params)
 
 
 def ssp_log(worker_opt_state: SspState) -> dict[str, jax.Array]:

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import ml_collections
 
-from odsgd_jax.strategies import parse_communication
+from odsgd_jax.comm import parse_communication
 from odsgd_jax.study._aggregate import Group, summarize
 from odsgd_jax.study._grid import RunSpec, grid
 from odsgd_jax.study._report import (accuracy_table, bits_per_step, caption, format_p,
@@ -16,10 +16,17 @@ from odsgd_jax.study._runner import RunResult
 Overrides = Sequence[tuple[str, Any]]
 
 
+def with_strategy(config: str, strategy: str) -> str:
+  """`file.py[:variant]` -> `file.py:<strategy>[,variant]`: the config files take a
+  strategy (and variants such as `runlocal`) after ':'."""
+  path, _, arg = config.partition(":")
+  return f"{path}:{strategy}" + (f",{arg}" if arg else "")
+
+
 def strategy_specs(config: str, strategies: Sequence[str], seeds: Sequence[int],
                    common: Overrides = ()) -> list[RunSpec]:
-  """Each strategy as `<config>:<strategy>` (the config files take a strategy after ':')."""
-  return grid({name: (f"{config}:{name}", ()) for name in strategies}, seeds, common)
+  """Each strategy of `config` (`with_strategy`), with every seed."""
+  return grid({name: (with_strategy(config, name), ()) for name in strategies}, seeds, common)
 
 
 def compression_specs(config: str, strategy: str, compressions: Sequence[str],
@@ -33,7 +40,7 @@ def compression_specs(config: str, strategy: str, compressions: Sequence[str],
     communication = parse_communication(None if spec == "none" else spec)
     if communication is not None and communication.momentum:
       overrides.append(("optimizer.momentum", 0.0))
-    labels[spec] = (f"{config}:{strategy}", overrides)
+    labels[spec] = (with_strategy(config, strategy), overrides)
   return grid(labels, seeds, common)
 
 

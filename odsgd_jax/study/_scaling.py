@@ -7,7 +7,10 @@ efficiency is T(1) / T(N). Seconds for thousands of workers, on any preset.
 
 from typing import Any, Sequence
 
-from odsgd_jax.cluster import PRESETS, Network, Overlap, Workers, make_timeline
+from odsgd_jax.cluster import PRESETS, Network, Overlap, Workers
+from odsgd_jax.strategies import get_strategy
+
+DDP_OVERLAP = Overlap()  # DDP's defaults: 25 MiB buckets, backward 2/3 of a step
 
 # Labelled strategy settings whose ticks differ on a homogeneous cluster.
 SCALING_STRATEGIES: dict[str, tuple[str, dict[str, Any], bool]] = {
@@ -24,7 +27,8 @@ def seconds_per_tick(strategy: str, options: dict[str, Any], workers: Workers, n
                      message_bytes: float, overlap: Overlap | None, ticks: int = 8) -> float:
   """Mean simulated seconds of a tick over `ticks` ticks in steady state (local SGD:
   whole rounds of `options["period"]` ticks, the last one synchronizing)."""
-  timeline = make_timeline(strategy, options, workers, network, message_bytes, overlap)
+  timeline = get_strategy(strategy).make_timeline(workers, network, message_bytes, overlap,
+                                                  **options)
   period = options.get("period")
   total = 0.0
   for tick in range(ticks):
@@ -35,7 +39,7 @@ def seconds_per_tick(strategy: str, options: dict[str, Any], workers: Workers, n
 
 
 def weak_scaling(network: Network, step_time: float, message_bytes: float,
-                 sizes: Sequence[int], overlap: Overlap | None = Overlap(),
+                 sizes: Sequence[int], overlap: Overlap | None = DDP_OVERLAP,
                  strategies: dict[str, tuple[str, dict[str, Any], bool]] = SCALING_STRATEGIES,
                  ) -> dict[str, dict[int, float]]:
   """{label: {N: efficiency}} with efficiency = T(1) / T(N), T the seconds per tick."""

@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from odsgd_jax.cluster import Network, Overlap, Schedule, Workers, get_preset, make_timeline
-from odsgd_jax.strategies import parse_communication
+from odsgd_jax.cluster import Network, Overlap, Schedule, Workers, get_preset
+from odsgd_jax.strategies import get_strategy
 
 
 def message_bytes(worker_params: Any) -> float:
@@ -81,11 +81,8 @@ class SimulatedClock:
     self.workers = workers_of(cluster, step_time)
     self.network = network_of(cluster)
     options = {k: v for k, v in config.strategy.to_dict().items() if k != "name"}
-    self.timeline = make_timeline(config.strategy.name, options, self.workers, self.network,
-                                  num_bytes, overlap_of(cluster))
-    communication = parse_communication(options.get("compression"))
-    self.compressed_gathers = (communication is not None
-                               and communication.compressor.collective == "allgather")
+    self.timeline = get_strategy(config.strategy.name).make_timeline(
+        self.workers, self.network, num_bytes, overlap_of(cluster), **options)
     self.step_time, self.message_bytes = step_time, num_bytes
     n = self.workers.num_workers
     self.time = 0.0
@@ -106,7 +103,7 @@ class SimulatedClock:
     sent = metrics.get("bits_sent", 0.0) / 8 * self.message_bytes / self.model_bytes
     compressed = 0 < sent < self.message_bytes
     self.timeline.message_bytes = sent if compressed else self.message_bytes
-    self.timeline.gathers = compressed and self.compressed_gathers
+    self.timeline.gathers = compressed and metrics.get("gathered", 0.0) > 0.5
     cost = self.timeline.cost(tick, round_end=metrics.get("round_end", 0.0) > 0.5)
     self.time += cost.duration
     for name in self.totals:

@@ -109,16 +109,28 @@ def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
     new_state = TrainState(step=state.step + 1, params=params, batch_stats=batch_stats,
                            opt_state=opt_state, rng=state.rng)
     if strategy is not None:
-      metrics = {**metrics, **strategy.log(opt_state)}
+      metrics = {**metrics, **_strategy_metrics(strategy, state.opt_state, opt_state)}
     if lr_schedule is not None:
       metrics["learning_rate"] = lr_schedule(state.step)
-    old_comm = getattr(state.opt_state, "communication", None)
-    new_comm = getattr(opt_state, "communication", None)
-    if new_comm is not None:  # compressed: bits this worker sent on this tick (0 if none)
-      metrics["bits_sent"] = jnp.where(new_comm.count > old_comm.count, new_comm.bits, 0.0)
     return new_state, metrics
 
   return jax.jit(train_step, donate_argnums=0)
+
+
+def _strategy_metrics(strategy: StrategyDef, old_opt_state: Any,
+                      opt_state: Any) -> dict[str, jax.Array]:
+  """The strategy's own metrics, and what the simulated clock reads: whether the tick
+  ended a round (`round_end`) and, for a compressed exchange, the bits this worker sent
+  on the tick (0 if none) and whether they travelled as an all-gather (`gathered`)."""
+  metrics = dict(strategy.log(opt_state))
+  if strategy.round_end is not None:
+    metrics["round_end"] = strategy.round_end(opt_state).astype(jnp.float32)
+  old, new = strategy.communication_state(old_opt_state), strategy.communication_state(opt_state)
+  if new is not None:
+    sent = new.count > old.count
+    metrics["bits_sent"] = jnp.where(sent, new.bits, 0.0)
+    metrics["gathered"] = (sent & new.gathered).astype(jnp.float32)
+  return metrics
 
 
 def model_variables(state: TrainState, strategy: StrategyDef) -> dict[str, Any]:

@@ -13,7 +13,8 @@ import optax
 from odsgd_jax.cluster import INTER_TOPOLOGIES, PRESETS, TOPOLOGIES
 from odsgd_jax.data import DATASETS
 from odsgd_jax.models import MODELS, model_options
-from odsgd_jax.strategies import STRATEGIES, parse_communication
+from odsgd_jax.comm import parse_communication
+from odsgd_jax.strategies import STRATEGIES
 from odsgd_jax.train._optimizer import LR_SCHEDULES, OPTIMIZERS, strategy_options
 
 
@@ -71,6 +72,15 @@ def validate_config(config: ml_collections.ConfigDict, num_available_devices: in
     config: the experiment config (see configs/default.py).
     num_available_devices: devices JAX sees (all processes together).
   """
+  _check_sections(config)
+  _check_names_and_options(config)
+  _check_optimizer(config)
+  _check_numbers(config)
+  _check_layout(config, num_available_devices)
+
+
+def _check_sections(config: ml_collections.ConfigDict) -> None:
+  """Every section and field there, none unknown."""
   sections = set(FIELDS) | {"model", "strategy"}
   _check_keys("config", config.keys(), sections)
   for section in sections:
@@ -82,9 +92,10 @@ def validate_config(config: ml_collections.ConfigDict, num_available_devices: in
     if missing:
       raise ConfigError(f"config field {section}.{missing[0]} is missing; see configs/default.py")
 
-  data, model, strategy, optimizer = config.data, config.model, config.strategy, config.optimizer
-  cluster, parallel, train = config.cluster, config.parallel, config.train
 
+def _check_names_and_options(config: ml_collections.ConfigDict) -> None:
+  """Data set, model and strategy names, and the options of the chosen model and strategy."""
+  data, model, strategy = config.data, config.model, config.strategy
   _check_choice("data.name", data.name, DATASETS)
   _check_choice("model.name", model.get("name"), MODELS)
   options = model_options(model.name)
@@ -99,9 +110,13 @@ def validate_config(config: ml_collections.ConfigDict, num_available_devices: in
                                    **strategy_options(config))
   except (ValueError, TypeError) as error:
     raise ConfigError(f"strategy: {error}") from error
+
+
+def _check_optimizer(config: ml_collections.ConfigDict) -> None:
+  """The inner optimizer, and what the strategy's compression or correction needs of it."""
+  strategy, optimizer = config.strategy, config.optimizer
   _check_choice("optimizer.name", optimizer.name, OPTIMIZERS)
   _check_choice("optimizer.schedule", optimizer.schedule, LR_SCHEDULES)
-
   _check_positive("optimizer.learning_rate", optimizer.learning_rate)
   _check_positive("optimizer.momentum", optimizer.momentum, allow_zero=True)
   communication = parse_communication(strategy.get("compression"))
@@ -121,6 +136,11 @@ def validate_config(config: ml_collections.ConfigDict, num_available_devices: in
         f"another correction")
   _check_positive("optimizer.weight_decay", optimizer.weight_decay, allow_zero=True)
   _check_positive("optimizer.warmup_steps", optimizer.warmup_steps, allow_zero=True)
+
+
+def _check_numbers(config: ml_collections.ConfigDict) -> None:
+  """Ranges of the train, data and cluster fields."""
+  data, optimizer, cluster, train = config.data, config.optimizer, config.cluster, config.train
   for name in ("num_steps", "eval_every", "checkpoint_every", "log_every", "max_checkpoints"):
     _check_positive(f"train.{name}", train[name])
   if optimizer.warmup_steps >= train.num_steps:
@@ -149,6 +169,11 @@ def validate_config(config: ml_collections.ConfigDict, num_available_devices: in
     raise ConfigError(f"cluster.straggler_prob={cluster.straggler_prob} must be in [0, 1]")
   if not 0 <= train.target_accuracy <= 1:
     raise ConfigError(f"train.target_accuracy={train.target_accuracy} must be in [0, 1]")
+
+
+def _check_layout(config: ml_collections.ConfigDict, num_available_devices: int) -> None:
+  """Workers, devices and batches that divide."""
+  data, cluster, parallel = config.data, config.cluster, config.parallel
   _check_positive("parallel.num_devices", parallel.num_devices, allow_zero=True)
   _check_positive("parallel.devices_per_worker", parallel.devices_per_worker)
 

@@ -1,4 +1,4 @@
-"""Fewer bits per round: compressors that do their own exchange, with error feedback.
+"""Fewer bits per round: compressors, each doing its own exchange over the worker axis.
 
 A compressor averages a pytree over the worker axis the way it would travel on a
 network. `exchange(tree, state, key, axis_name)` returns the mean of every
@@ -25,7 +25,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from odsgd_jax.strategies import _collectives as coll
+from odsgd_jax.comm import _collectives as coll
 
 
 class Compressor(NamedTuple):
@@ -229,169 +229,6 @@ def powersgd(rank: int = 2) -> Compressor:
             jax.tree.unflatten(jax.tree.structure(state), qs), bits)
 
   return Compressor(init, exchange, f"powersgd({rank})")
-
-
-class CommunicationState(NamedTuple):
-  """Per-worker state of a compressed exchange."""
-
-  error: Any  # this worker's error-feedback residual (zeros without error feedback)
-  compressor_state: Any  # e.g. PowerSGD's Q, identical on every worker
-  count: jax.Array  # shape=(), int32: exchanges so far (for the warm-up)
-  bits: jax.Array  # shape=(), float32: bits this worker sent in the last exchange
-  velocity: Any = None  # momentum correction's local velocity u_i (None without it)
-
-
-def init_communication(compressor: Compressor, params: Any,
-                       momentum: float = 0.0) -> CommunicationState:
-  velocity = jax.tree.map(jnp.zeros_like, params) if momentum else None
-  return CommunicationState(error=jax.tree.map(jnp.zeros_like, params),
-                            compressor_state=compressor.init(params),
-                            count=jnp.zeros((), jnp.int32), bits=jnp.zeros((), jnp.float32),
-                            velocity=velocity)
-
-
-def compressed_mean(tree: Any, state: CommunicationState, compressor: Compressor, axis_name,
-                    *, error_feedback: bool = True, warmup_steps: int = 0,
-                    momentum: float = 0.0, key: jax.Array | None = None,
-                    sending: jax.Array | None = None) -> tuple[Any, Any, CommunicationState]:
-  """The mean over workers of `tree` as it arrives through `compressor`, this worker's
-  own decompressed message, and the new state.
-
-  With error feedback each worker sends C(x_i + e_i) and keeps e_i <- x_i + e_i - c_i,
-  so everything it ever wanted to send is sent eventually: sum of sent + residual ==
-  sum of inputs. The first `warmup_steps` exchanges are uncompressed. A worker with
-  `sending` False contributes zeros and keeps its residual.
-
-  `momentum` > 0 is Deep Gradient Compression's momentum correction (Lin et al.,
-  ICLR 2018): heavy-ball momentum moves in front of the compressor, so the
-  residual accumulates velocities rather than gradients, and the receiver must
-  apply plain SGD to the mean:
-
-    u_i = momentum u_i + x_i ;  send C(u_i + e_i) ;  u_i = 0 where something was sent
-
-  (the masking keeps a sent coordinate's momentum from being applied twice). During
-  the dense warm-up every u_i goes out whole and is kept: plain momentum SGD.
-  """
-  key = jax.random.PRNGKey(0) if key is None else key
-  key = jax.random.fold_in(key, state.count)  # the same on every worker: randomk's indices
-  sending = jnp.ones((), bool) if sending is None else sending
-  velocity = state.velocity
-  if momentum:
-    velocity = jax.tree.map(lambda u, x: momentum * u + x, state.velocity, tree)
-    tree = velocity
-  def compressed(_):
-    corrected = jax.tree.map(jnp.add, tree, state.error) if error_feedback else tree
-    corrected = jax.tree.map(lambda x: jnp.where(sending, x, jnp.zeros_like(x)), corrected)
-    mean, own, compressor_state, bits = compressor.exchange(corrected, state.compressor_state,
-                                                            key, axis_name)
-    error = state.error
-    if error_feedback:
-      error = jax.tree.map(lambda c, o, e: jnp.where(sending, c - o, e), corrected, own, error)
-    new_velocity = velocity
-    if momentum:
-      new_velocity = jax.tree.map(
-          lambda u, o, old: jnp.where(sending, jnp.where(o != 0, jnp.zeros_like(u), u), old),
-          velocity, own, state.velocity)
-    return mean, own, error, compressor_state, bits, new_velocity
-
-  def dense(_):
-    plain = jax.tree.map(lambda x: jnp.where(sending, x, jnp.zeros_like(x)), tree)
-    mean, _, _, bits = none().exchange(plain, (), key, axis_name)
-    kept = velocity
-    if momentum:
-      kept = jax.tree.map(lambda u, old: jnp.where(sending, u, old), velocity, state.velocity)
-    return mean, plain, state.error, state.compressor_state, bits, kept
-
-  if warmup_steps:  # a real branch: warm-up steps run only the dense exchange
-    warm = coll.uniform(state.count < warmup_steps, axis_name)
-    mean, own, error, compressor_state, bits, new_velocity = jax.lax.cond(
-        warm, dense, compressed, None)
-  else:
-    mean, own, error, compressor_state, bits, new_velocity = compressed(None)
-  bits = jnp.where(sending, bits, 0.0)
-  return mean, own, CommunicationState(error, compressor_state, state.count + 1, bits,
-                                       new_velocity)
-
-
-class Communication(NamedTuple):
-  """How a strategy's all-reduce travels: a compressor, error feedback, a warm-up,
-  and optionally momentum correction.
-
-  `error_feedback=None` picks the compressor's default: on for the biased ones
-  (topk, sign, powersgd, cast), off for the unbiased ones (qsgd, randomk), whose
-  variance error feedback would feed back.
-  """
-
-  compressor: Compressor
-  error_feedback: bool | None = None
-  warmup_steps: int = 0
-  momentum: float = 0.0  # > 0: DGC momentum correction (the inner optimizer: plain SGD)
-
-  @property
-  def uses_error_feedback(self) -> bool:
-    if self.error_feedback is None:
-      return not self.compressor.unbiased
-    return self.error_feedback
-
-  def init(self, params: Any) -> CommunicationState:
-    return init_communication(self.compressor, params, self.momentum)
-
-  def mean(self, tree: Any, state: CommunicationState, axis_name,
-           sending: jax.Array | None = None) -> tuple[Any, CommunicationState]:
-    """The workers' mean of `tree` after compression."""
-    mean, _, state = self.exchange(tree, state, axis_name, sending)
-    return mean, state
-
-  def exchange(self, tree, state, axis_name, sending=None):
-    """(mean, this worker's decompressed message, new state)."""
-    return compressed_mean(tree, state, self.compressor, axis_name,
-                           error_feedback=self.uses_error_feedback,
-                           warmup_steps=self.warmup_steps, momentum=self.momentum,
-                           sending=sending)
-
-
-def all_reduce_mean(communication: "Communication | None", tree: Any, state: Any, axis_name,
-                    sending: jax.Array | None = None) -> tuple[Any, Any]:
-  """The one mechanism every strategy's averaging goes through: a plain pmean
-  without compression, the compressed exchange with it. Returns (mean, state)."""
-  if communication is None:
-    if sending is not None:
-      tree = jax.tree.map(lambda x: jnp.where(sending, x, jnp.zeros_like(x)), tree)
-    return jax.lax.pmean(tree, axis_name), state
-  return communication.mean(tree, state, axis_name, sending)
-
-
-def init_state(communication: "Communication | None", params: Any):
-  return None if communication is None else communication.init(params)
-
-
-def _is_fraction(text: str) -> bool:
-  try:
-    return 0.0 <= float(text) < 1.0
-  except ValueError:
-    return False
-
-
-def parse_communication(spec: "str | Communication | None") -> "Communication | None":
-  """None/"" -> None; "topk:0.01" or "topk:0.01,error_feedback=false,warmup=100"."""
-  if spec is None or isinstance(spec, Communication):
-    return spec
-  if not spec or spec == "none":
-    return None
-  compressor_spec, *settings = [part.strip() for part in spec.split(",")]
-  options = {}
-  for setting in settings:
-    key, _, value = setting.partition("=")
-    if key == "error_feedback" and value.lower() in ("true", "false"):
-      options["error_feedback"] = value.lower() == "true"
-    elif key == "warmup" and value.isdigit():
-      options["warmup_steps"] = int(value)
-    elif key == "momentum" and _is_fraction(value):
-      options["momentum"] = float(value)
-    else:
-      raise ValueError(f"compression {spec!r}: unknown setting {setting!r} (allowed: "
-                       f"error_feedback=true|false, warmup=<steps>, momentum=<0..1>)")
-  return Communication(parse_compressor(compressor_spec), **options)
 
 
 COMPRESSORS: dict[str, Callable[..., Compressor]] = {

@@ -1,0 +1,18 @@
+"""How workers talk: collectives over a (tuple of) worker axes, compressors, and the
+one exchange every strategy's messages go through."""
+
+from odsgd_jax.comm._collectives import AxisName as AxisName
+from odsgd_jax.comm._collectives import all_gather as all_gather
+from odsgd_jax.comm._collectives import first_worker as first_worker
+from odsgd_jax.comm._collectives import num_workers as num_workers
+from odsgd_jax.comm._collectives import uniform as uniform
+from odsgd_jax.comm._collectives import worker_index as worker_index
+from odsgd_jax.comm._compressors import COMPRESSORS as COMPRESSORS
+from odsgd_jax.comm._compressors import Compressor as Compressor
+from odsgd_jax.comm._compressors import parse_compressor as parse_compressor
+from odsgd_jax.comm._exchange import Communication as Communication
+from odsgd_jax.comm._exchange import CommunicationState as CommunicationState
+from odsgd_jax.comm._exchange import compressed_exchange as compressed_exchange
+from odsgd_jax.comm._exchange import exchange as exchange
+from odsgd_jax.comm._exchange import init_state as init_state
+from odsgd_jax.comm._exchange import parse_communication as parse_communication
