@@ -8,5 +8,5 @@ The text after ":" names the strategy (default ssgd).
 from configs import _strategies, digits_ssgd
 
 
-def get_config(strategy: str = "ssgd"):
-  return _strategies.use_strategy(digits_ssgd.get_config(), strategy)
+def get_config(arg: str = "ssgd"):
+  return _strategies.with_arg(digits_ssgd.get_config(), arg)

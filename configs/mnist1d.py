@@ -9,5 +9,5 @@ configs/_strategies.py and can be overridden, e.g. --config.strategy.period=8.
 from configs import _strategies, default
 
 
-def get_config(strategy: str = "odsgd"):
-  return _strategies.use_strategy(default.get_config(), strategy)
+def get_config(arg: str = "odsgd"):
+  return _strategies.with_arg(default.get_config(), arg)

@@ -222,10 +222,7 @@ def data_wait(steps, output, repeats=3):
   Returns (devices' wait fraction, host input fraction), from the fastest of
   `repeats` alternating runs of each kind.
   """
-  config = default.get_config()
-  config.train.num_steps = steps
-  config.train.eval_every = config.train.checkpoint_every = steps
-  config.train.progress_bar = False
+  config = default.get_config(f"steps={steps}")
   workdir = os.path.join(output, "default_run")
 
   def run(batches=None):

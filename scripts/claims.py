@@ -36,7 +36,8 @@ def accuracy_verdict(comparison: study.Paired) -> str:
   """"Similar to", "comparable to": fails only when significantly lower."""
   if comparison.significant:
     lower = comparison.difference.mean < 0
-    return f"**{'does not hold' if lower else 'holds'}**: significantly {'lower' if lower else 'higher'}"
+    verdict, direction = ("does not hold", "lower") if lower else ("holds", "higher")
+    return f"**{verdict}**: significantly {direction}"
   return "**holds**: no significant difference"
 
 
@@ -82,7 +83,8 @@ def main() -> None:
   parser.add_argument("--preset", default="10gbe", choices=sorted(PRESETS))
   parser.add_argument("--workload", default="resnet50_v100", choices=sorted(WORKLOADS))
   parser.add_argument("--eval_every", type=int, default=30)
-  parser.add_argument("--steps", type=int, default=0, help="override train.num_steps")
+  parser.add_argument("--variant", default="",
+                      help="config variant after each strategy, e.g. runlocal or steps=100")
   parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                       help="override a config field in every run (for quick looks)")
   parser.add_argument("--processes", type=int, default=study.default_processes())
@@ -93,15 +95,15 @@ def main() -> None:
   args = parser.parse_args()
   seeds = study.parse_seeds(args.seeds)
   common = [("train.eval_every", args.eval_every), ("train.log_every", args.eval_every)]
-  common += [("train.num_steps", args.steps)] if args.steps else []
   common += [(f, study.parse_value(v)) for f, _, v in (e.partition("=") for e in args.set)]
   cluster = cluster_overrides(args.preset, args.workload)
-  extra = (f" --steps {args.steps}" if args.steps else "") + "".join(f" --set {e}" for e in args.set)
+  variant = f":{args.variant}" if args.variant else ""
+  extra = "".join(f" --set {e}" for e in args.set)
   seeds_flag = f"--seeds {args.seeds} --eval_every {args.eval_every}{extra}"
 
-  homogeneous = study.strategy_specs("configs/default.py", ["ssgd", "odsgd", "asgd",
+  homogeneous = study.strategy_specs(f"configs/default.py{variant}", ["ssgd", "odsgd", "asgd",
                                                             "pseudo_sync"], seeds, common + cluster)
-  heterogeneous = study.strategy_specs("configs/oscars_heterogeneous.py",
+  heterogeneous = study.strategy_specs(f"configs/oscars_heterogeneous.py{variant}",
                                        ["ssgd", "local_sgd", "oscars"], seeds, common + cluster)
   home, target = study.summarize(
       study.run_study(homogeneous, os.path.join(args.output, "homogeneous"),
@@ -114,9 +116,9 @@ def main() -> None:
   groups = {g.label: g for g in home}
   hetero_groups = {g.label: g for g in hetero}
 
-  compare_home = (f"`python scripts/compare.py --config configs/default.py --strategies "
+  compare_home = (f"`python scripts/compare.py --config configs/default.py{variant} --strategies "
                   f"ssgd,odsgd,asgd,pseudo_sync {seeds_flag} {flags(cluster)}`")
-  compare_hetero = (f"`python scripts/compare.py --config configs/oscars_heterogeneous.py "
+  compare_hetero = (f"`python scripts/compare.py --config configs/oscars_heterogeneous.py{variant} "
                     f"--strategies ssgd,local_sgd,oscars {seeds_flag} {flags(cluster)}`")
   odsgd, asgd, ps, ssgd = (groups[k] for k in ("odsgd", "asgd", "pseudo_sync", "ssgd"))
   load = WORKLOADS[args.workload]

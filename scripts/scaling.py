@@ -79,12 +79,11 @@ def training_study(args) -> str:
     for n in sizes:
       overrides = [("cluster.num_workers", n), ("cluster.speeds", ()),
                    ("data.batch_size", n * args.batch_per_worker),
-                   ("parallel.num_devices", 1), ("train.num_steps", args.steps),
-                   ("train.eval_every", args.steps), ("train.checkpoint_every", args.steps),
-                   ("train.target_accuracy", 0.0), ("optimizer.warmup_steps", 0)]
+                   ("parallel.num_devices", 1), ("train.target_accuracy", 0.0),
+                   ("optimizer.warmup_steps", 0)]
       if name == "odsgd":
         overrides.append(("strategy.warmup_steps", 0))  # steady state: the pipelined rule
-      labels[f"{name} N={n}"] = (f"{args.config}:{name}", overrides)
+      labels[f"{name} N={n}"] = (f"{args.config}:{name},steps={args.steps}", overrides)
   results = study.run_study(study.grid(labels, study.parse_seeds(args.seeds)), args.output,
                             processes=args.processes, report=study.print_result)
   per_step = {}

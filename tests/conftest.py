@@ -32,14 +32,8 @@ def data_dir(tmp_path_factory):
 
 @pytest.fixture
 def small_config(data_dir):
-  """The default config shrunk to seconds: same data, model and strategy."""
-  config = default.get_config()
+  """The default config's quick variant (`runlocal`: 20 steps): same data, model and
+  strategy, in this session's data folder."""
+  config = default.get_config("runlocal")
   config.data.data_dir = data_dir
-  config.data.batch_size = 64
-  config.data.eval_batch_size = 500
-  config.train.num_steps = 20
-  config.train.eval_every = 10
-  config.train.checkpoint_every = 10
-  config.train.log_every = 1
-  config.train.progress_bar = False
   return config

@@ -1,6 +1,6 @@
 """Plain NumPy (float64, explicit loops) versions of every strategy.
 
-Written from DESIGN.md's formulas, independently of odsgd_jax: no JAX, no optax,
+Written from docs/DESIGN.md's formulas, independently of odsgd_jax: no JAX, no optax,
 one worker at a time, one arriving gradient at a time. Each simulation runs T
 ticks of N workers on a problem given by `grad(t, i, x) -> (gradient, loss)` and
 returns the workers' parameters after every tick, shape (T, N, d), and the model.

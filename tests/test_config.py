@@ -107,7 +107,8 @@ def test_bad_strategy_option_value_is_a_config_error(field, value, expected):
     "override,expected",
     [
         ("--config.train.num_step=5", "train.num_step; did you mean train.num_steps?"),
-        ("--config.trian.num_steps=5", "names no config field ('trian' does not exist); did you mean 'train'?"),
+        ("--config.trian.num_steps=5",
+         "names no config field ('trian' does not exist); did you mean 'train'?"),
         ("--config.model.hidden_sizes=(8,)", "model.hidden_sizes for model 'cnn1d'"),
         ("--config.optimizer.learning_rate=-1", "optimizer.learning_rate=-1"),
     ],

@@ -1,4 +1,4 @@
-"""Checks every registered strategy must pass (DESIGN.md "Checks").
+"""Checks every registered strategy must pass (docs/DESIGN.md "Checks").
 
 Strategies run once per worker under `jax.vmap(..., axis_name=AXIS)`; the
 cluster schedule is the homogeneous default.

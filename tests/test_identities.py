@@ -1,4 +1,4 @@
-"""Identities between strategies (DESIGN.md), and replicas staying identical."""
+"""Identities between strategies (docs/DESIGN.md), and replicas staying identical."""
 
 import numpy as np
 import optax

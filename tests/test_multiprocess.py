@@ -141,7 +141,12 @@ def test_a_killed_process_ends_the_other_with_a_message_and_a_rerun_resumes(data
     assert processes[0].wait(timeout=60) != 0
     assert time.monotonic() - started < 60
   log = (tmp_path / "process0.log").read_text()
-  assert "another process of this run has probably died" in log or "heartbeat" in log, log[-3000:]
+  # Usually the survivor's collective fails and it says so in one line. When the peer dies
+  # in the middle of a message, gloo itself may abort the survivor first (C++
+  # "Received data size doesn't match"): still a bounded, non-zero exit, but gloo's words.
+  named = ("another process of this run has probably died", "heartbeat",
+           "Received data size doesn't match")
+  assert any(words in log for words in named), log[-3000:]
   saved = sorted(int(name) for name in os.listdir(workdir / "checkpoints") if name.isdigit())
   assert saved and saved[-1] < 1000
   with _launch(workdir, values, 2, 2, tmp_path) as processes:

@@ -128,8 +128,10 @@ def collectives_outside_branches(hlo_text):
 
 @pytest.mark.parametrize("name,options", [
     ("local_sgd", {"period": 4}),  # only a round's last tick averages
-    ("odsgd", {"local_lr": 0.05, "warmup_steps": 5}),  # the warm-up's all-reduce or the delayed one, not both
-    ("odsgd", {"local_lr": 0.05, "warmup_steps": 0, "compression": "topk:0.01,warmup=5"}),  # dense or compressed
+    # the warm-up's all-reduce or the delayed one, not both
+    ("odsgd", {"local_lr": 0.05, "warmup_steps": 5}),
+    # dense or compressed
+    ("odsgd", {"local_lr": 0.05, "warmup_steps": 0, "compression": "topk:0.01,warmup=5"}),
 ])
 def test_a_tick_runs_only_the_collectives_of_its_branch(name, options):
   """Under vmap a cond on per-worker state would become a select running both

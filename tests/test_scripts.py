@@ -21,11 +21,12 @@ def _script(*args, timeout=600):
 
 
 def test_compare_writes_tables_with_intervals_and_a_plot(tmp_path):
-  _script("scripts/compare.py", "--config", "configs/oscars_heterogeneous.py", "--strategies",
-          "ssgd,oscars", "--steps", "24", "--eval_every", "8", "--target", "ssgd", "--seeds",
+  _script("scripts/compare.py", "--config", "configs/oscars_heterogeneous.py:steps=24",
+          "--strategies", "ssgd,oscars", "--eval_every", "8", "--target", "ssgd,0.5", "--seeds",
           "0,1", "--processes", "2", "--output", str(tmp_path))
   table = (tmp_path / "compare.md").read_text()
   assert "| ssgd |" in table and "| oscars |" in table and "1.00x" in table
+  assert "Time to test accuracy 0.5 on" in table  # a second target
   assert "2 seeds (0, 1)" in table and "jax " in table and " ± " in table
   assert (tmp_path / "compare.png").stat().st_size > 10_000
   runs = json.loads((tmp_path / "study.json").read_text())["runs"]
@@ -34,12 +35,13 @@ def test_compare_writes_tables_with_intervals_and_a_plot(tmp_path):
 
 
 def test_results_and_sweep_take_seeds(tmp_path):
-  _script("scripts/results.py", "--strategies", "ssgd", "--seeds", "0,1", "--steps", "6",
-          "--eval_every", "3", "--processes", "1", "--output", str(tmp_path / "results"))
+  _script("scripts/results.py", "--config", "configs/mnist1d.py:steps=6", "--strategies", "ssgd",
+          "--seeds", "0,1", "--eval_every", "3", "--processes", "1", "--output",
+          str(tmp_path / "results"))
   assert "| ssgd |" in (tmp_path / "results" / "compare.md").read_text()
-  _script("scripts/sweep.py", "--config", "configs/default.py:ssgd", "--grid",
-          "optimizer.learning_rate=0.05,0.1", "--seeds", "0", "--steps", "6", "--eval_every",
-          "3", "--processes", "2", "--output", str(tmp_path / "sweep"))
+  _script("scripts/sweep.py", "--config", "configs/default.py:ssgd,steps=6", "--grid",
+          "optimizer.learning_rate=0.05,0.1", "--seeds", "0", "--eval_every", "3",
+          "--processes", "2", "--output", str(tmp_path / "sweep"))
   table = (tmp_path / "sweep" / "compare.md").read_text()
   assert "| optimizer.learning_rate=0.05 |" in table and "| optimizer.learning_rate=0.1 |" in table
 
@@ -66,9 +68,8 @@ def test_scaling_from_timelines_and_from_training(tmp_path):
 
 
 def test_claims_report_has_a_verdict_for_every_claim(tmp_path):
-  result = _script("scripts/claims.py", "--steps", "6", "--eval_every", "3", "--seeds", "0,1",
-                   "--set", "optimizer.warmup_steps=0", "--processes", "2", "--output",
-                   str(tmp_path))
+  result = _script("scripts/claims.py", "--variant", "steps=6", "--eval_every", "3", "--seeds",
+                   "0,1", "--processes", "2", "--output", str(tmp_path))
   rows = [line for line in result.stdout.splitlines() if line.startswith("| ") and
           line.split(" | ")[0] in ("| OD-SGD", "| Pseudo-sync", "| Oscars")]
   assert len(rows) == 8
@@ -86,8 +87,8 @@ def test_measured_step_time_drives_the_clock(small_config, tmp_path):
 
 
 def test_compare_compressors_writes_bits_table(tmp_path):
-  _script("scripts/compare.py", "--config", "configs/default.py", "--strategies", "ssgd",
-          "--compressions", "none;topk:0.05,momentum=0.9", "--steps", "12", "--eval_every", "6",
+  _script("scripts/compare.py", "--config", "configs/default.py:steps=12", "--strategies", "ssgd",
+          "--compressions", "none;topk:0.05,momentum=0.9", "--eval_every", "6",
           "--seeds", "0,1", "--processes", "2", "--output", str(tmp_path))
   table = (tmp_path / "compare.md").read_text()
   assert "| none | 238,720 | 1.0x |" in table and "| topk:0.05,momentum=0.9 |" in table

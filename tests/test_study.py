@@ -90,9 +90,8 @@ def test_grid_names_seeds_and_overrides():
 
 
 def test_a_study_runs_its_grid_and_writes_every_seed(data_dir, tmp_path):
-  common = [("data.data_dir", data_dir), ("train.num_steps", 6), ("train.eval_every", 3),
-            ("train.checkpoint_every", 6), ("data.batch_size", 64)]
-  specs = study.strategy_specs("configs/default.py", ["ssgd"], [0, 1], common)
+  common = [("data.data_dir", data_dir), ("train.eval_every", 3)]
+  specs = study.strategy_specs("configs/default.py:steps=6", ["ssgd"], [0, 1], common)
   results = study.run_study(specs, str(tmp_path))
   assert [(r.spec.label, r.spec.seed) for r in results] == [("ssgd", 0), ("ssgd", 1)]
   assert results[0].accuracy != results[1].accuracy  # another seed, another run

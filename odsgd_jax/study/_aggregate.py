@@ -7,7 +7,8 @@ from typing import Sequence
 import numpy as np
 
 from odsgd_jax.study._runner import RunResult
-from odsgd_jax.study._stats import Interval, Paired, Reached, mean_ci, paired, reached, time_to_target
+from odsgd_jax.study._stats import (Interval, Paired, Reached, mean_ci, paired, reached,
+                                    time_to_target)
 
 
 @dataclasses.dataclass(frozen=True)

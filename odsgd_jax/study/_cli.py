@@ -15,7 +15,6 @@ def add_study_flags(parser: argparse.ArgumentParser, output: str) -> None:
   parser.add_argument("--seeds", default="0-4", help="e.g. 0-4 or 0,1,2 (at least 5 to compare)")
   parser.add_argument("--eval_every", type=int, default=30,
                       help="steps between evaluations (time to target resolves this finely)")
-  parser.add_argument("--steps", type=int, default=0, help="override train.num_steps")
   parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                       help="override a config field in every run, e.g. cluster.preset=10gbe")
   parser.add_argument("--processes", type=int, default=default_processes(),
@@ -33,8 +32,6 @@ def common_overrides(args: argparse.Namespace) -> list[tuple[str, Any]]:
   # evaluations and the summaries, and writing every step's row costs host time.
   overrides: list[tuple[str, Any]] = [("train.eval_every", args.eval_every),
                                       ("train.log_every", args.eval_every)]
-  if args.steps:
-    overrides.append(("train.num_steps", args.steps))
   for entry in args.set:
     field, equals, value = entry.partition("=")
     if not equals or "." not in field:
