@@ -81,6 +81,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.train.eval_every = 500  # also at the end
   config.train.checkpoint_every = 1000  # also at the end
   config.train.log_every = 1  # every step: cheap at this size
+  config.train.norms_every = 10  # gradient, update, parameter norms: 3 passes over the model
   config.train.seed = 0  # initial parameters, data order, augmentation
   config.train.max_checkpoints = 2
   config.train.progress_bar = True

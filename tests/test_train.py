@@ -23,8 +23,8 @@ from tests.catalog_standins import prepare_standin
 from tests.helpers import assert_trees_close, assert_trees_equal, saved_state
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STEP_METRICS = {"loss", "accuracy", "grad_norm", "update_norm", "param_norm", "learning_rate",
-                "steps_per_s", "examples_seen", "epoch"}
+STEP_METRICS = {"loss", "accuracy", "learning_rate", "steps_per_s", "examples_seen", "epoch"}
+NORMS = {"grad_norm", "update_norm", "param_norm"}  # every train.norms_every (10) steps
 
 
 def test_run_writes_metrics_checkpoints_and_summary(small_config, tmp_path):
@@ -40,6 +40,8 @@ def test_run_writes_metrics_checkpoints_and_summary(small_config, tmp_path):
   step_rows = [r for r in rows if "loss" in r]
   assert [r["step"] for r in step_rows] == list(range(1, 21))
   assert all(STEP_METRICS <= set(r) for r in step_rows)
+  assert [r["step"] for r in step_rows if NORMS <= set(r)] == [10, 20]
+  assert all(r["grad_norm"] > 0 and r["param_norm"] > 0 for r in step_rows if NORMS <= set(r))
   assert [r["step"] for r in rows if "test_accuracy" in r] == [10, 20]
   assert step_rows[0]["loss"] > step_rows[-1]["loss"]  # it learns
   assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["10", "20"]
@@ -245,6 +247,7 @@ def test_asgd_learning_rate_schedule_runs_in_ticks_not_server_updates(small_conf
   ticks must not reach zero after 1/N of them (the model would freeze)."""
   config = _strategies.use_strategy(small_config, "asgd")
   config.optimizer.schedule = "cosine"
+  config.train.norms_every = 1
   workdir = str(tmp_path / "asgd")
   train_and_evaluate(config, workdir)
   rows = {r["step"]: r for r in read_metrics(workdir) if "loss" in r}

@@ -10,6 +10,7 @@ from odsgd_jax.parallel._mesh import WORKER_AXES as WORKER_AXES
 from odsgd_jax.parallel._mesh import WORKERS as WORKERS
 from odsgd_jax.parallel._mesh import WorkerMesh as WorkerMesh
 from odsgd_jax.parallel._mesh import make_worker_mesh as make_worker_mesh
+from odsgd_jax.parallel._mesh import per_worker_update as per_worker_update
 from odsgd_jax.parallel._multihost import detected_launcher as detected_launcher
 from odsgd_jax.parallel._multihost import fetch as fetch
 from odsgd_jax.parallel._multihost import initialize as initialize

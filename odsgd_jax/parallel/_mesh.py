@@ -8,6 +8,14 @@ A device holds k = N / size("workers") logical workers, run by `jax.vmap` under 
 axis name "local". A strategy's collectives therefore run over the axes
 ("workers", "local"), in that order: worker index = device_index * k + local_index,
 which is the order of the leading dimension of every per-worker array.
+
+With one worker per device (k = 1, the common case on accelerators) the worker function
+gets the device's block without its leading dimension, so the model's forward and
+backward pass compile as the plain per-device program (under a vmap of size 1 XLA copies
+transposed gradients). Only the strategy's update runs under a vmap of size 1
+(`WorkerMesh.per_worker_update`): an elementwise update written in the stacked shape
+updates the donated state in place, while the same update on the unstacked block and
+reshaped back costs one copy of the parameters and of every state tree per step.
 """
 
 import dataclasses
@@ -46,6 +54,11 @@ class WorkerMesh:
     return self.num_workers // self.mesh.shape[WORKERS]
 
   @property
+  def vmapped(self) -> bool:
+    """Whether several workers share a device (then `vmap` binds the "local" axis)."""
+    return self.workers_per_device > 1
+
+  @property
   def devices_per_worker(self) -> int:
     return self.mesh.shape[INTRA]
 
@@ -66,9 +79,12 @@ class WorkerMesh:
     Returns:
       A function of the global arrays (leading dimension N for per-worker ones).
     """
-    in_axes = tuple(None if layout == REPLICATED else 0 for layout in in_layouts)
-    out_axes = jax.tree.map(lambda layout: None if layout == REPLICATED else 0, out_layouts)
-    per_device = jax.vmap(worker_fn, in_axes=in_axes, out_axes=out_axes, axis_name=LOCAL)
+    if self.vmapped:
+      in_axes = tuple(None if layout == REPLICATED else 0 for layout in in_layouts)
+      out_axes = jax.tree.map(lambda layout: None if layout == REPLICATED else 0, out_layouts)
+      per_device = jax.vmap(worker_fn, in_axes=in_axes, out_axes=out_axes, axis_name=LOCAL)
+    else:
+      per_device = _one_worker(worker_fn, in_layouts, out_layouts)
     return jax.shard_map(
         per_device,
         mesh=self.mesh,
@@ -78,6 +94,39 @@ class WorkerMesh:
         # check in JAX 0.10; the reductions are correct without it.
         check_vma=False,
     )
+
+
+def _one_worker(worker_fn: Callable[..., Any], in_layouts: Sequence[str],
+                out_layouts: Any) -> Callable[..., Any]:
+  """`worker_fn` on a device's block that holds one worker: its leading dimension of
+  size 1 dropped on the way in and restored on the way out."""
+
+  def per_device(*args):
+    args = [arg if layout == REPLICATED else jax.tree.map(lambda x: x[0], arg)
+            for arg, layout in zip(args, in_layouts, strict=True)]
+    outputs = worker_fn(*args)
+    return jax.tree.map(
+        lambda layout, out: out if layout == REPLICATED else jax.tree.map(lambda x: x[None], out),
+        out_layouts, outputs, is_leaf=lambda x: isinstance(x, str))
+
+  return per_device
+
+
+def per_worker_update(worker_mesh: WorkerMesh, update_fn: Callable[..., Any],
+                      in_axes: Sequence[int | None]) -> Callable[..., Any]:
+  """`update_fn` (a strategy's update, inside `worker_mesh.per_worker`) with the
+  "local" axis bound: as is when `vmap` already binds it, else under a vmap of size 1
+  over the arguments marked 0 in `in_axes` (why: the module docstring)."""
+  if worker_mesh.vmapped:
+    return update_fn
+
+  def stacked(*args):
+    args = [arg if axis is None else jax.tree.map(lambda x: x[None], arg)
+            for arg, axis in zip(args, in_axes, strict=True)]
+    outputs = jax.vmap(update_fn, in_axes=tuple(in_axes), axis_name=LOCAL)(*args)
+    return jax.tree.map(lambda x: x[0], outputs)
+
+  return stacked
 
 
 def make_worker_mesh(

@@ -21,7 +21,7 @@ from odsgd_jax.train._checkpoint import Checkpoints
 from odsgd_jax.train._experiment import Experiment, build_experiment
 from odsgd_jax.train._metrics import MetricsWriter
 from odsgd_jax.train._simulation import SimulatedClock, calibrate_step_time, message_bytes
-from odsgd_jax.train._step import TrainState, model_variables
+from odsgd_jax.train._step import NORMS, TrainState, model_variables
 
 
 class NonFiniteLossError(RuntimeError):
@@ -65,6 +65,9 @@ class BatchSource(Protocol):
 
   def take(self, active: np.ndarray) -> Any:
     """The next tick's batches of this process's workers; inactive ones keep theirs."""
+
+
+_MAX_CACHED_SCHEDULES = 4096
 
 
 class _PreemptionNotice:
@@ -148,6 +151,7 @@ class _Run:
     self.workers = parallel.local_workers(experiment.worker_mesh)
     self.batches = batches if batches is not None else experiment.train_batches()
     self.replicated = experiment.worker_mesh.sharding(parallel.REPLICATED)
+    self.schedules: dict[bytes, Any] = {}  # the schedules already on the devices
     self.checkpoints = Checkpoints(workdir, self.train_cfg.max_checkpoints)
     self.identity = experiment.identity()
     self.evaluation = None
@@ -185,9 +189,12 @@ class _Run:
     packed = parallel.fetch(_pack_metrics(metrics))
     metrics = {name: float(np.mean(row)) for name, row in zip(sorted(metrics), packed,
                                                                  strict=True)}
-    if not (np.isfinite(metrics["loss"]) and np.isfinite(metrics["param_norm"])):
+    if step % self.train_cfg.norms_every:  # not computed on this step
+      metrics = {name: value for name, value in metrics.items() if name not in NORMS}
+    if not (np.isfinite(metrics["loss"]) and np.isfinite(metrics.get("param_norm", 0.0))):
       raise NonFiniteLossError(
-          f"loss is {metrics['loss']} (parameter norm {metrics['param_norm']}) at step {step}: "
+          f"loss is {metrics['loss']} (parameter norm {metrics.get('param_norm')}) at step "
+          f"{step}: "
           f"training diverged and stopped without saving. The last good checkpoint "
           f"(step {self.checkpoints.latest_step()}) in {self.checkpoints.directory} is intact; "
           f"lower optimizer.learning_rate (now {self.x.config.optimizer.learning_rate}) and rerun."
@@ -218,6 +225,17 @@ class _Run:
   def save(self, step: int) -> None:
     self.checkpoints.save(step, self.state, self.progress.state_dict(self.identity))
 
+  def device_schedule(self, schedule: Any) -> Any:
+    """The schedule as arrays on the devices, transferred once per distinct schedule: a
+    homogeneous cluster has N of them (the rotating arrival order), and a host-to-device
+    copy on every step costs a small model's step 10% (scripts/benchmark.py)."""
+    key = np.asarray(schedule.active).tobytes() + np.asarray(schedule.arrival_order).tobytes()
+    if key not in self.schedules:
+      if len(self.schedules) >= _MAX_CACHED_SCHEDULES:
+        self.schedules.clear()
+      self.schedules[key] = parallel.put_global(schedule, self.replicated)
+    return self.schedules[key]
+
   def tick(self, step: int) -> None:
     """Dispatches step `step`: the schedule, the batches, the compiled step."""
     for hook in self.hooks:
@@ -229,8 +247,7 @@ class _Run:
                                self.batches.take(active[self.workers.start:self.workers.stop]))
     self.input_s += time.perf_counter() - reading
     self.progress.data_positions += active.astype(np.int64)
-    if jax.process_count() > 1:  # host values must be global arrays in a multi-process jit
-      schedule = parallel.put_global(schedule, self.replicated)
+    schedule = self.device_schedule(schedule)
     self.state, metrics = self.x.train_step(self.state, batch, schedule)
     if self.pending is not None:
       self.finish_step()

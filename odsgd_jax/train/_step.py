@@ -57,9 +57,13 @@ def state_shardings(state: TrainState, per_worker, replicated) -> TrainState:
                     rng=replicated)
 
 
+NORMS = ("grad_norm", "update_norm", "param_norm")
+
+
 def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
                     worker_mesh: parallel.WorkerMesh, strategy: StrategyDef | None = None,
-                    lr_schedule: optax.Schedule | None = None) -> Callable[..., Any]:
+                    lr_schedule: optax.Schedule | None = None,
+                    norms_every: int = 1) -> Callable[..., Any]:
   """Returns `train_step(state, batch, schedule) -> (state, metrics)`, jitted.
 
   Every worker computes its loss and gradient on its own batch; the gradient is
@@ -69,10 +73,13 @@ def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
   worker, shape (N,), and are averaged on the host: a mean over workers inside
   the step would be one more collective on this step's batch. `strategy.log`
   adds the strategy's own metrics; `lr_schedule` (of the tick) the learning rate,
-  computed here rather than on the host at every step. The input state is donated.
+  computed here rather than on the host at every step. The gradient, update and
+  parameter norms (three passes over the parameters: a wide model's step pays for
+  them) are computed on every `norms_every`-th step only, and are 0 on the others.
+  The input state is donated.
   """
 
-  def worker_step(params, batch_stats, opt_state, images, labels, rng, schedule):
+  def worker_step(params, batch_stats, opt_state, images, labels, rng, schedule, norms_due):
     def loss_fn(p):
       logits, new_model_state = model.apply(
           {"params": p, "batch_stats": batch_stats}, images, train=True,
@@ -84,19 +91,24 @@ def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
     accuracy = jnp.mean(jnp.argmax(logits, -1) == labels)
     if worker_mesh.devices_per_worker > 1:  # XLA keeps even a trivial all-reduce
       grads, loss, accuracy = jax.lax.pmean((grads, loss, accuracy), parallel.INTRA)
-    updates, opt_state = tx.update(grads, opt_state, params, schedule=schedule, loss=loss)
-    params = optax.apply_updates(params, updates)
-    metrics = {
-        "loss": loss, "accuracy": accuracy, "grad_norm": optax.global_norm(grads),
-        "update_norm": optax.global_norm(updates), "param_norm": optax.global_norm(params),
-    }
+    params, updates, opt_state = strategy_update(grads, opt_state, params, schedule, loss)
+    norms = jax.lax.cond(
+        norms_due, lambda: jnp.stack([optax.global_norm(t) for t in (grads, updates, params)]),
+        lambda: jnp.zeros((len(NORMS),), jnp.float32))
+    metrics = {"loss": loss, "accuracy": accuracy, **dict(zip(NORMS, norms, strict=True))}
     batch_stats = new_model_state.get("batch_stats", batch_stats)
     return params, batch_stats, opt_state, metrics
 
+  def apply_strategy(grads, opt_state, params, schedule, loss):
+    updates, opt_state = tx.update(grads, opt_state, params, schedule=schedule, loss=loss)
+    return optax.apply_updates(params, updates), updates, opt_state
+
+  strategy_update = parallel.per_worker_update(worker_mesh, apply_strategy,
+                                               in_axes=(0, 0, 0, None, 0))
   run_workers = worker_mesh.per_worker(
       worker_step,
       in_layouts=(parallel.PER_WORKER,) * 3 + (parallel.BATCH,) * 2
-      + (parallel.PER_WORKER, parallel.REPLICATED),
+      + (parallel.PER_WORKER, parallel.REPLICATED, parallel.REPLICATED),
   )
 
   def train_step(state: TrainState, batch: dict[str, jax.Array], schedule: Schedule):
@@ -104,7 +116,7 @@ def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
                                    worker_mesh.num_workers)
     params, batch_stats, opt_state, metrics = run_workers(
         state.params, state.batch_stats, state.opt_state, batch["image"], batch["label"],
-        worker_rngs, schedule,
+        worker_rngs, schedule, (state.step + 1) % norms_every == 0,
     )
     new_state = TrainState(step=state.step + 1, params=params, batch_stats=batch_stats,
                            opt_state=opt_state, rng=state.rng)

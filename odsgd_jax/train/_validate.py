@@ -36,7 +36,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
                 "latency", "intra_bandwidth", "workers_per_node", "inter_topology",
                 "message_bytes", "overlap", "backward_share", "bucket_bytes", "seed"),
     "parallel": ("num_devices", "devices_per_worker"),
-    "train": ("num_steps", "eval_every", "checkpoint_every", "log_every", "seed",
+    "train": ("num_steps", "eval_every", "checkpoint_every", "log_every", "norms_every", "seed",
               "max_checkpoints", "progress_bar", "target_accuracy"),
 }
 
@@ -141,7 +141,8 @@ def _check_optimizer(config: ml_collections.ConfigDict) -> None:
 def _check_numbers(config: ml_collections.ConfigDict) -> None:
   """Ranges of the train, data and cluster fields."""
   data, optimizer, cluster, train = config.data, config.optimizer, config.cluster, config.train
-  for name in ("num_steps", "eval_every", "checkpoint_every", "log_every", "max_checkpoints"):
+  for name in ("num_steps", "eval_every", "checkpoint_every", "log_every", "norms_every",
+               "max_checkpoints"):
     _check_positive(f"train.{name}", train[name])
   if optimizer.warmup_steps >= train.num_steps:
     raise ConfigError(f"optimizer.warmup_steps={optimizer.warmup_steps} must be smaller than "
