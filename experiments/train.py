@@ -45,10 +45,26 @@ _HEARTBEAT = flags.DEFINE_integer(
     "heartbeat_timeout_s", 100, "A process that stops answering for this long ends the run.")
 
 
+def _last_line(error: BaseException) -> str:
+  """The line that says what went wrong: a config file's own traceback ends with it."""
+  lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+  return lines[-1] if lines else type(error).__name__
+
+
 def _parse_flags(argv):
-  """absl's parser, with a misspelt --config.a.b=v reported as one line."""
+  """absl's parser, with a misspelt --config.a.b=v and a config file that does not load
+  (missing, a syntax error, an unknown strategy after ':') reported as one line."""
   try:
-    return app.parse_flags_with_usage(argv)
+    return flags.FLAGS(argv)
+  except SyntaxError as error:
+    print(f"error: --config does not load: {error.msg} ({error.filename}, line "
+          f"{error.lineno})", file=sys.stderr)
+    sys.exit(1)
+  except flags.Error as error:
+    loading = "parsing config file" in str(error)
+    print(f"error: --config does not load: {_last_line(error)}" if loading
+          else f"error: {_last_line(error)} (see --helpshort)", file=sys.stderr)
+    sys.exit(1)
   except (AttributeError, KeyError) as error:  # raised by the locked config override
     text = str(error).replace("\\'", "'")
     unknown = re.search(r"'(\w+)'", text)
@@ -73,7 +89,13 @@ def main(argv):
     print(f"error: {error}", file=sys.stderr)
     sys.exit(1)
   try:
-    summary = train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+    config = _CONFIG.value
+    config.keys()  # a config file that failed to load raises its error on first use
+  except Exception as error:  # noqa: BLE001 -- whatever the file raised, said in one line
+    print(f"error: --config does not load: {_last_line(error)}", file=sys.stderr)
+    sys.exit(1)
+  try:
+    summary = train_and_evaluate(config, _WORKDIR.value)
   except Preempted as notice:
     print(notice, file=sys.stderr)
     sys.exit(0)

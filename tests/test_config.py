@@ -93,8 +93,8 @@ def test_every_strategy_config_is_valid(strategy):
 
 
 @pytest.mark.parametrize("field,value,expected", [
-    ("local_optimizer", "adam", "strategy: local_optimizer='adam' is not one of"),
-    ("warmup_steps", -1, "strategy: warmup_steps must be >= 0"),
+    ("local_optimizer", "adam", "strategy.local_optimizer='adam' is not allowed"),
+    ("warmup_steps", -1, "strategy.warmup_steps=-1 is out of range"),
 ])
 def test_bad_strategy_option_value_is_a_config_error(field, value, expected):
   config = default.get_config()

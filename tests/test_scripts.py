@@ -53,8 +53,8 @@ def test_a_bad_config_in_a_study_is_one_line_before_any_run(tmp_path):
       cwd=REPO, capture_output=True, text=True, timeout=300)
   assert result.returncode == 1
   assert result.stderr.strip().splitlines() == [
-      "error: run ssgd_seed0 (configs/default.py:ssgd): optimizer.learning_rate=-1.0 must be a "
-      "positive number"]
+      "error: run ssgd_seed0 (configs/default.py:ssgd): optimizer.learning_rate=-1.0 is out of "
+      "range; allowed: a finite number in (0, inf)"]
   assert not (tmp_path / "runs").exists()
 
 

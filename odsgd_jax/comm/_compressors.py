@@ -25,6 +25,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from odsgd_jax import domains
 from odsgd_jax.comm import _collectives as coll
 
 
@@ -237,6 +238,16 @@ COMPRESSORS: dict[str, Callable[..., Compressor]] = {
 }
 
 
+# The argument after ':' that each compressor takes (none and sign take none).
+ARGUMENTS: dict[str, domains.Domain] = {
+    "cast": domains.choice("bfloat16", "float16"),
+    "topk": domains.real(0, 1, low_open=True),
+    "randomk": domains.real(0, 1, low_open=True),
+    "qsgd": domains.integer(1, 127),
+    "powersgd": domains.integer(1),
+}
+
+
 def parse_compressor(spec: str) -> Compressor:
   """"topk:0.01", "qsgd:4", "powersgd:2", "cast:bfloat16", "sign", "randomk:0.1", "none"."""
   name, _, argument = spec.partition(":")
@@ -245,7 +256,16 @@ def parse_compressor(spec: str) -> Compressor:
                      f"{sorted(COMPRESSORS)}")
   if not argument:
     return COMPRESSORS[name]()
-  if name == "cast":
-    return cast(argument)
-  number = float(argument)
-  return COMPRESSORS[name](int(number) if name in ("qsgd", "powersgd") else number)
+  if name not in ARGUMENTS:
+    raise ValueError(f"compression {spec!r}: {name} takes no argument")
+  domain = ARGUMENTS[name]
+  value = argument if domain.kind == "choice" else _number(argument)
+  domains.check_value(f"compression {spec!r}: {name}", value, domain)
+  return COMPRESSORS[name](int(value) if domain.kind == "int" else value)
+
+
+def _number(text: str) -> "float | str":
+  try:
+    return float(text)
+  except ValueError:
+    return text  # the domain check names it

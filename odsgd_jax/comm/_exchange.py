@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from odsgd_jax import domains
 from odsgd_jax.comm import _collectives as coll
 from odsgd_jax.comm._compressors import Compressor, none, parse_compressor
 
@@ -159,11 +160,22 @@ def exchange(communication: Communication | None, tree: Any, state: Communicatio
   return (coll.all_gather(own, axis_name) if gather else mean), state
 
 
-def _is_fraction(text: str) -> bool:
+# The settings after the compressor, as "key=value", and the Communication field each sets.
+SETTINGS: dict[str, tuple[str, domains.Domain]] = {
+    "error_feedback": ("error_feedback", domains.FLAG),
+    "warmup": ("warmup_steps", domains.integer(0)),
+    "momentum": ("momentum", domains.FRACTION),
+}
+
+
+def _setting_value(text: str, domain: domains.Domain) -> Any:
+  if domain.kind == "bool":
+    return {"true": True, "false": False}.get(text.lower(), text)
   try:
-    return 0.0 <= float(text) < 1.0
+    number = float(text)
   except ValueError:
-    return False
+    return text
+  return int(number) if domain.kind == "int" and number.is_integer() else number
 
 
 @functools.lru_cache(maxsize=None)
@@ -173,17 +185,30 @@ def _parse(spec: str) -> Communication | None:
   compressor_spec, *settings = [part.strip() for part in spec.split(",")]
   options = {}
   for setting in settings:
-    key, _, value = setting.partition("=")
-    if key == "error_feedback" and value.lower() in ("true", "false"):
-      options["error_feedback"] = value.lower() == "true"
-    elif key == "warmup" and value.isdigit():
-      options["warmup_steps"] = int(value)
-    elif key == "momentum" and _is_fraction(value):
-      options["momentum"] = float(value)
-    else:
+    key, _, text = setting.partition("=")
+    if key not in SETTINGS:
       raise ValueError(f"compression {spec!r}: unknown setting {setting!r} (allowed: "
-                       f"error_feedback=true|false, warmup=<steps>, momentum=<0..1>)")
+                       f"{', '.join(f'{k}=<{d.describe()}>' for k, (_, d) in SETTINGS.items())})")
+    field, domain = SETTINGS[key]
+    value = _setting_value(text, domain)
+    domains.check_value(f"compression {spec!r}: {key}", value, domain)
+    options[field] = value
   return Communication(parse_compressor(compressor_spec), **options)
+
+
+def _spec_problem(spec: Any) -> str | None:
+  if not isinstance(spec, (str, Communication)):
+    return "is not a compression spec"
+  try:
+    parse_communication(spec)
+  except ValueError as error:
+    return f"is not a compression spec ({error})"
+  return None
+
+
+COMPRESSION = domains.Domain(
+    "other", optional=True, check=_spec_problem,
+    text="a spec such as 'topk:0.01', 'qsgd:8,warmup=100' or 'none'")
 
 
 def parse_communication(spec: "str | Communication | None") -> Communication | None:

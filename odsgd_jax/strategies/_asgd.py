@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from odsgd_jax import comm
+from odsgd_jax import comm, domains
 from odsgd_jax.strategies import _delay as delay
 from odsgd_jax.strategies._schedules import default_schedule
 
@@ -24,6 +24,8 @@ class AsgdState(NamedTuple):
   spike: Any = None  # the server's spike compensation state (correction "spike"), or None
 
 
+@domains.declared(delay_compensation=domains.real(0), correction=delay.CORRECTION,
+                  inner_momentum=domains.FRACTION, compression=comm.COMPRESSION)
 def asgd(
     inner: optax.GradientTransformation, *, axis_name: comm.AxisName,
     delay_compensation: float = 0.0,

@@ -40,7 +40,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from odsgd_jax import domains
+
 CORRECTIONS = ("none", "predict", "replay", "spike", "predict+spike", "replay+spike")
+CORRECTION = domains.choice(*CORRECTIONS)
 
 
 def parse_correction(correction: str) -> tuple[str, bool]:

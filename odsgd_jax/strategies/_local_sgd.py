@@ -6,10 +6,15 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from odsgd_jax import comm
+from odsgd_jax import comm, domains
 from odsgd_jax.strategies._schedules import default_schedule
 
 ADAPT_MODES = ("fixed", "linear", "loss")
+OUTER = domains.Domain(
+    "other", optional=True,
+    check=lambda x: None if isinstance(x, optax.GradientTransformation) else "is not an optimizer",
+    text="an optax optimizer; in a config, sgd's arguments as a dict, e.g. "
+         "{'learning_rate': 0.7, 'momentum': 0.9, 'nesterov': True}")
 
 
 class LocalSgdState(NamedTuple):
@@ -129,6 +134,8 @@ def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt,
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
 
+@domains.declared(period=domains.integer(1), outer=OUTER, average_inner_state=domains.FLAG,
+                  compression=comm.COMPRESSION)
 def local_sgd(
     inner: optax.GradientTransformation,
     *,
@@ -170,6 +177,8 @@ def local_sgd(
                       heterogeneous=False, compression=compression)
 
 
+@domains.declared(period=domains.integer(1), adapt=domains.choice(*ADAPT_MODES), outer=OUTER,
+                  compression=comm.COMPRESSION)
 def oscars(
     inner: optax.GradientTransformation,
     *,

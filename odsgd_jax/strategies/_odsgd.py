@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from odsgd_jax import comm
+from odsgd_jax import comm, domains
 from odsgd_jax.strategies import _delay as delay
 
 LOCAL_OPTIMIZERS = ("sgd", "momentum", "dcasgd", "replay")
@@ -43,6 +43,12 @@ def _local_step(kind: str, weights: Any, previous_weights: Any, grads: Any, mome
   return params, momentum
 
 
+@domains.declared(
+    local_lr=domains.real(0, low_open=True, schedule=True),
+    local_optimizer=domains.choice(*LOCAL_OPTIMIZERS), warmup_steps=domains.integer(0),
+    dc_lambda=domains.real(0), local_momentum=domains.FRACTION,
+    local_weight_decay=domains.real(0), correction=delay.CORRECTION,
+    inner_momentum=domains.FRACTION, compression=comm.COMPRESSION)
 def odsgd(
     inner: optax.GradientTransformation,
     *,

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from odsgd_jax import comm
+from odsgd_jax import comm, domains
 from odsgd_jax.strategies import _delay as delay
 
 CONFIDENCE_MODES = ("adaptive", "fixed")
@@ -28,6 +28,10 @@ class PseudoSyncState(NamedTuple):
   spike: Any = None  # spike compensation's state ("spike"), or None
 
 
+@domains.declared(
+    confidence=domains.choice(*CONFIDENCE_MODES), phi=domains.FRACTION,
+    alpha_min=domains.real(0, 1), alpha=domains.real(0, 1), correction=delay.CORRECTION,
+    inner_momentum=domains.FRACTION, compression=comm.COMPRESSION)
 def pseudo_sync(
     inner: optax.GradientTransformation,
     *,

@@ -4,7 +4,7 @@ from typing import Any, NamedTuple
 
 import optax
 
-from odsgd_jax import comm
+from odsgd_jax import comm, domains
 
 AxisName = str | tuple[str, ...]
 
@@ -16,6 +16,7 @@ class SsgdState(NamedTuple):
   communication: Any  # compression state (error feedback, ...) or None
 
 
+@domains.declared(compression=comm.COMPRESSION)
 def ssgd(
     inner: optax.GradientTransformation, *, axis_name: AxisName,
     compression: "str | comm.Communication | None" = None,

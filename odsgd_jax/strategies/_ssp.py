@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from odsgd_jax import comm
+from odsgd_jax import comm, domains
 from odsgd_jax.strategies._schedules import default_schedule
 
 
@@ -21,6 +21,7 @@ class SspState(NamedTuple):
   communication: Any  # compression state (error feedback, ...) or None
 
 
+@domains.declared(staleness=domains.integer(0), compression=comm.COMPRESSION)
 def ssp(
     inner: optax.GradientTransformation, *, axis_name: comm.AxisName, staleness: int,
     compression: "str | comm.Communication | None" = None,

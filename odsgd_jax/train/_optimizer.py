@@ -5,10 +5,32 @@ from typing import Any
 import ml_collections
 import optax
 
+from odsgd_jax import domains
 from odsgd_jax.strategies import get_strategy
 
 OPTIMIZERS = ("sgd", "adam")
 LR_SCHEDULES = ("constant", "cosine", "step")
+
+
+def _epochs_problem(epochs: Any) -> str | None:
+  if not isinstance(epochs, (tuple, list)) or any(
+      isinstance(e, bool) or not isinstance(e, (int, float)) or e < 0 for e in epochs):
+    return "is not a tuple of epochs >= 0"
+  return None
+
+
+# config.optimizer's fields, what each may be (the config check reads this table).
+DOMAINS: dict[str, domains.Domain] = {
+    "name": domains.choice(*OPTIMIZERS),
+    "learning_rate": domains.real(0, low_open=True),
+    "momentum": domains.FRACTION,
+    "nesterov": domains.FLAG,
+    "weight_decay": domains.real(0),
+    "schedule": domains.choice(*LR_SCHEDULES),
+    "warmup_steps": domains.integer(0),
+    "decay_epochs": domains.Domain("other", check=_epochs_problem, text="a tuple of epochs >= 0"),
+    "decay_factor": domains.real(0, low_open=True),
+}
 
 
 def make_lr_schedule(cfg: ml_collections.ConfigDict, num_steps: int,

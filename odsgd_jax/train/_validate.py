@@ -12,10 +12,12 @@ import optax
 
 from odsgd_jax.cluster import INTER_TOPOLOGIES, PRESETS, TOPOLOGIES
 from odsgd_jax.data import DATASETS
+from odsgd_jax.domains import check_value, integer
 from odsgd_jax.models import MODELS, model_options
 from odsgd_jax.comm import parse_communication
 from odsgd_jax.strategies import STRATEGIES
-from odsgd_jax.train._optimizer import LR_SCHEDULES, OPTIMIZERS, strategy_options
+from odsgd_jax.train._optimizer import DOMAINS as OPTIMIZER_DOMAINS
+from odsgd_jax.train._optimizer import strategy_options
 
 
 OVERLAPS = ("buckets", "none")
@@ -57,6 +59,13 @@ def _check_choice(field: str, value: Any, choices: Any) -> None:
     raise ConfigError(f"{field}={value!r} is not one of: {', '.join(sorted(choices))}")
 
 
+def _check_domain(field: str, value: Any, domain: Any) -> None:
+  try:
+    check_value(field, value, domain)
+  except ValueError as error:
+    raise ConfigError(str(error)) from error
+
+
 def _check_positive(field: str, value: Any, *, allow_zero: bool = False) -> None:
   ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (
       value >= 0 if allow_zero else value > 0)
@@ -73,6 +82,8 @@ def validate_config(config: ml_collections.ConfigDict, num_available_devices: in
     num_available_devices: devices JAX sees (all processes together).
   """
   _check_sections(config)
+  for name, domain in OPTIMIZER_DOMAINS.items():
+    _check_domain(f"optimizer.{name}", config.optimizer[name], domain)
   _check_names_and_options(config)
   _check_optimizer(config)
   _check_numbers(config)
@@ -105,20 +116,22 @@ def _check_names_and_options(config: ml_collections.ConfigDict) -> None:
   options = STRATEGIES[strategy.name].options()
   _check_keys("strategy", [k for k in strategy.keys() if k != "name"], options,
               f" for strategy {strategy.name!r}")
-  try:  # the factory checks its own option values; building it is cheap and pure
-    STRATEGIES[strategy.name].make(optax.identity(), axis_name="workers",
-                                   **strategy_options(config))
+  try:
+    values = strategy_options(config)
+    make = STRATEGIES[strategy.name].make
+    for name, domain in getattr(make, "domains", {}).items():
+      if name in values:
+        check_value(f"strategy.{name}", values[name], domain)
+    # The factory checks what involves several options; building it is cheap and pure.
+    make(optax.identity(), axis_name="workers", **values)
   except (ValueError, TypeError) as error:
-    raise ConfigError(f"strategy: {error}") from error
+    raise ConfigError(str(error) if str(error).startswith("strategy.")
+                      else f"strategy: {error}") from error
 
 
 def _check_optimizer(config: ml_collections.ConfigDict) -> None:
   """The inner optimizer, and what the strategy's compression or correction needs of it."""
   strategy, optimizer = config.strategy, config.optimizer
-  _check_choice("optimizer.name", optimizer.name, OPTIMIZERS)
-  _check_choice("optimizer.schedule", optimizer.schedule, LR_SCHEDULES)
-  _check_positive("optimizer.learning_rate", optimizer.learning_rate)
-  _check_positive("optimizer.momentum", optimizer.momentum, allow_zero=True)
   communication = parse_communication(strategy.get("compression"))
   if communication is not None and communication.momentum and (
       optimizer.name != "sgd" or optimizer.momentum):
@@ -134,8 +147,6 @@ def _check_optimizer(config: ml_collections.ConfigDict) -> None:
         f"momentum; the inner optimizer is {optimizer.name!r} with momentum "
         f"{optimizer.momentum}: use optimizer.name='sgd' with optimizer.momentum > 0, or "
         f"another correction")
-  _check_positive("optimizer.weight_decay", optimizer.weight_decay, allow_zero=True)
-  _check_positive("optimizer.warmup_steps", optimizer.warmup_steps, allow_zero=True)
 
 
 def _check_numbers(config: ml_collections.ConfigDict) -> None:
@@ -168,6 +179,9 @@ def _check_numbers(config: ml_collections.ConfigDict) -> None:
     _check_positive(f"cluster.{name}", cluster[name], allow_zero=True)
   if not 0 <= cluster.straggler_prob <= 1:
     raise ConfigError(f"cluster.straggler_prob={cluster.straggler_prob} must be in [0, 1]")
+  for name in ("seed",):
+    _check_domain(f"train.{name}", train[name], integer(0))
+  _check_domain("cluster.seed", cluster.seed, integer(0))
   if not 0 <= train.target_accuracy <= 1:
     raise ConfigError(f"train.target_accuracy={train.target_accuracy} must be in [0, 1]")
 
