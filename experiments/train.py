@@ -66,15 +66,24 @@ def _parse_flags(argv):
           else f"error: {_last_line(error)} (see --helpshort)", file=sys.stderr)
     sys.exit(1)
   except (AttributeError, KeyError) as error:  # raised by the locked config override
-    text = str(error).replace("\\'", "'")
-    unknown = re.search(r"'(\w+)'", text)
-    suggestion = re.search(r'Did you mean "(\w+)"', text)
-    field = unknown.group(1) if unknown else text
-    culprit = [a for a in argv[1:] if a.startswith("--config.") and field in a.split("=")[0]]
-    hint = f"; did you mean {suggestion.group(1)!r}?" if suggestion else ""
-    print(f"error: {culprit[0].split('=')[0] if culprit else '--config'} names no config field "
-          f"({field!r} does not exist){hint}", file=sys.stderr)
+    _unknown_override(argv, error)
+  except Exception as error:  # noqa: BLE001 -- the config file's own code raised it
+    print(f"error: --config does not load: {type(error).__name__}: {_last_line(error)}",
+          file=sys.stderr)
     sys.exit(1)
+
+
+def _unknown_override(argv, error):
+  """A misspelt --config.a.b=v, as one line."""
+  text = str(error).replace("\\'", "'")
+  unknown = re.search(r"'(\w+)'", text)
+  suggestion = re.search(r'Did you mean "(\w+)"', text)
+  field = unknown.group(1) if unknown else text
+  culprit = [a for a in argv[1:] if a.startswith("--config.") and field in a.split("=")[0]]
+  hint = f"; did you mean {suggestion.group(1)!r}?" if suggestion else ""
+  print(f"error: {culprit[0].split('=')[0] if culprit else '--config'} names no config field "
+        f"({field!r} does not exist){hint}", file=sys.stderr)
+  sys.exit(1)
 
 
 def main(argv):

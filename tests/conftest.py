@@ -1,4 +1,6 @@
-"""Every test runs on 8 simulated CPU devices, set before the JAX backend starts.
+"""Tests run on simulated CPU devices, the way JAX users set them:
+`XLA_FLAGS=--xla_force_host_platform_device_count=N` when given (N >= 8: the tests lay
+8 workers on 8 devices), else 8, set before the JAX backend starts.
 
 Compiled programs are shared through JAX's persistent compilation cache, by the
 xdist workers and by the processes tests start (through the environment), so a
@@ -17,11 +19,26 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(2**30))  # with it, 
 
 import jax  # noqa: E402
 
-jax.config.update("jax_num_cpu_devices", 8)
+TEST_DEVICES = 8
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+  jax.config.update("jax_num_cpu_devices", TEST_DEVICES)
 
 import pytest  # noqa: E402
 
 from configs import default  # noqa: E402
+
+
+def pytest_sessionstart(session):
+  del session
+  if jax.default_backend() == "cpu" and jax.device_count() < TEST_DEVICES:
+    pytest.exit(f"the tests lay {TEST_DEVICES} workers on {TEST_DEVICES} simulated devices, but "
+                f"XLA_FLAGS gives {jax.device_count()}: set "
+                f"XLA_FLAGS=--xla_force_host_platform_device_count={TEST_DEVICES} (or more)",
+                returncode=1)
+  # The processes tests start choose their own devices, as a user's command would.
+  flags = [flag for flag in os.environ.get("XLA_FLAGS", "").split()
+           if "xla_force_host_platform_device_count" not in flag]
+  os.environ["XLA_FLAGS"] = " ".join(flags)
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import optax
 from jax.experimental import multihost_utils
@@ -21,7 +22,7 @@ from odsgd_jax.strategies import StrategyDef, get_strategy
 from odsgd_jax.train._evaluate import Evaluator
 from odsgd_jax.train._optimizer import make_inner_optimizer, make_lr_schedule, strategy_options
 from odsgd_jax.train._step import TrainState, init_state, make_eval_step, make_train_step
-from odsgd_jax.train._validate import validate_config
+from odsgd_jax.train._validate import ConfigError, validate_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +102,21 @@ def _model_options(section: ml_collections.ConfigDict) -> dict[str, Any]:
   return {k: v for k, v in section.to_dict().items() if k != "name"}
 
 
+def _check_model_fits(model: Any, config: ml_collections.ConfigDict,
+                      input_shape: tuple[int, ...]) -> None:
+  """The model takes the data set's inputs: traced on shapes alone, nothing compiled."""
+  try:
+    jax.eval_shape(lambda x: model.init(jax.random.key(0), x, train=False),
+                   jax.ShapeDtypeStruct((1, *input_shape), jnp.float32))
+  except Exception as error:  # noqa: BLE001 -- any failure to trace means it does not fit
+    text = str(error).strip()
+    reason = text.splitlines()[0][:200] if text else type(error).__name__
+    raise ConfigError(
+        f"model.name={config.model.name!r} does not take data.name={config.data.name!r}'s inputs "
+        f"of shape {tuple(input_shape)} ({reason}); choose a model for this data set "
+        f"(see configs/)") from error
+
+
 def build_experiment(config: ml_collections.ConfigDict) -> Experiment:
   """Checks `config`, then builds its mesh, data, model, strategy and steps.
 
@@ -116,6 +132,7 @@ def build_experiment(config: ml_collections.ConfigDict) -> Experiment:
   batch_per_worker = config.data.batch_size // worker_mesh.num_workers
   steps_per_epoch = max(1, (len(train_split) // worker_mesh.num_workers) // batch_per_worker)
   model = make_model(config.model.name, spec.num_classes, **_model_options(config.model))
+  _check_model_fits(model, config, spec.input_shape)
   lr_schedule = make_lr_schedule(config.optimizer, config.train.num_steps, steps_per_epoch)
   strategy = get_strategy(config.strategy.name)
   # The schedule is written in ticks; a strategy may step its inner optimizer

@@ -13,6 +13,7 @@ import ml_collections
 import numpy as np
 import orbax.checkpoint as ocp
 import tqdm
+from etils import epath
 from jax.experimental import multihost_utils
 
 from odsgd_jax import parallel
@@ -22,6 +23,7 @@ from odsgd_jax.train._experiment import Experiment, build_experiment
 from odsgd_jax.train._metrics import MetricsWriter
 from odsgd_jax.train._simulation import SimulatedClock, calibrate_step_time, message_bytes
 from odsgd_jax.train._step import NORMS, TrainState, model_variables
+from odsgd_jax.train._validate import ConfigError
 
 
 class NonFiniteLossError(RuntimeError):
@@ -192,12 +194,14 @@ class _Run:
     if step % self.train_cfg.norms_every:  # not computed on this step
       metrics = {name: value for name, value in metrics.items() if name not in NORMS}
     if not (np.isfinite(metrics["loss"]) and np.isfinite(metrics.get("param_norm", 0.0))):
+      norm = f" (parameter norm {metrics['param_norm']})" if "param_norm" in metrics else ""
+      latest = self.checkpoints.latest_step()
+      kept = (f"The last good checkpoint (step {latest}) in {self.checkpoints.directory} is "
+              f"intact" if latest is not None else "No checkpoint had been saved yet")
       raise NonFiniteLossError(
-          f"loss is {metrics['loss']} (parameter norm {metrics.get('param_norm')}) at step "
-          f"{step}: "
-          f"training diverged and stopped without saving. The last good checkpoint "
-          f"(step {self.checkpoints.latest_step()}) in {self.checkpoints.directory} is intact; "
-          f"lower optimizer.learning_rate (now {self.x.config.optimizer.learning_rate}) and rerun."
+          f"loss is {metrics['loss']}{norm} at step {step}: training diverged and stopped "
+          f"without saving. {kept}; lower optimizer.learning_rate (now "
+          f"{self.x.config.optimizer.learning_rate}) and rerun."
       )
     sim_time = self.progress.clock.advance(step - 1, metrics)
     for hook in self.hooks:
@@ -337,6 +341,27 @@ class _Run:
     }
 
 
+def _prepare_workdir(workdir: str) -> None:
+  """The run's folder exists and is a folder; else one line saying what is wrong."""
+  if not str(workdir).strip():
+    raise ConfigError("--workdir is empty: give the folder for the run's checkpoints, "
+                      "metrics and summary")
+  try:
+    path = epath.Path(workdir)
+    if path.exists() and not path.is_dir():
+      raise ConfigError(f"--workdir {workdir} is a file, not a folder: give a folder (new or "
+                        f"one that holds a run to resume)")
+    path.mkdir(parents=True, exist_ok=True)
+  except ConfigError:
+    raise
+  except (ImportError, NotImplementedError, ValueError) as error:
+    raise ConfigError(f"--workdir {workdir}: its file system is not available here ({error}); "
+                      f"for gs:// install gcsfs (pip install gcsfs)") from error
+  except OSError as error:
+    raise ConfigError(f"--workdir {workdir} cannot be created ({error.strerror or error}): "
+                      f"give a folder you can write to") from error
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
                        batches: BatchSource | None = None,
                        hooks: Sequence[Hook] = ()) -> dict[str, Any]:
@@ -365,7 +390,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
     Preempted: SIGTERM; the checkpoint is saved.
   """
   experiment = build_experiment(config)
-  os.makedirs(workdir, exist_ok=True)
+  _prepare_workdir(workdir)
   summary = _Run(experiment, workdir, batches, hooks).run()
   if jax.process_index() == 0:
     _write_json_atomically(os.path.join(workdir, "summary.json"), summary)
