@@ -15,9 +15,11 @@ Several processes (one per host, or several on one host), JAX's own runtime:
 Under SLURM, Open MPI or on a Cloud TPU pod slice the three are detected.
 """
 
+import logging as std_logging
 import os
 import re
 import sys
+import threading
 
 import jax
 from absl import app, flags, logging
@@ -86,11 +88,27 @@ def _unknown_override(argv, error):
   sys.exit(1)
 
 
+def _exit_now_if_threads_hang(status: int) -> None:
+  """Exits at once when threads that the interpreter would join are still running: a
+  failed asynchronous checkpoint save leaves orbax's waiting forever."""
+  waiting = [thread for thread in threading.enumerate()
+             if thread is not threading.main_thread() and thread.is_alive() and not thread.daemon]
+  if waiting:
+    logging.flush()
+    os._exit(status)
+
+
+def _without_orbax_errors(record) -> bool:
+  """Orbax logs a failed save or restore as tracebacks; the run says it in one line."""
+  return not ("orbax" in record.pathname and record.levelno < std_logging.CRITICAL)
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+    logging.get_absl_handler().addFilter(_without_orbax_errors)
   try:
     parallel.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
                         _HEARTBEAT.value)
@@ -109,7 +127,8 @@ def main(argv):
     print(notice, file=sys.stderr)
     sys.exit(0)
   except (ConfigError, DataError, CheckpointError, NonFiniteLossError) as error:
-    print(f"error: {error}", file=sys.stderr)
+    print(f"error: {error}", file=sys.stderr, flush=True)
+    _exit_now_if_threads_hang(1)
     sys.exit(1)
   except jax.errors.JaxRuntimeError as error:
     if jax.process_count() == 1:

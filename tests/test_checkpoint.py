@@ -3,6 +3,7 @@ and is left exactly as it was."""
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 
@@ -62,33 +63,75 @@ def test_a_checkpoint_of_another_run_is_named_and_kept(finished_run, change, exp
   assert _fingerprint(workdir + "/checkpoints") == before
 
 
-@pytest.mark.parametrize("damage", ["truncate", "delete"])
-def test_a_damaged_checkpoint_is_named_and_kept(finished_run, damage):
-  config, workdir = finished_run
-  state_dir = os.path.join(workdir, "checkpoints", "4", "state")
+def _damage(workdir: str, damage: str) -> None:
+  """Damages the run's checkpoint of step 4 (or its folder) the way `damage` says."""
+  step_dir = os.path.join(workdir, "checkpoints", "4")
+  state_dir = os.path.join(step_dir, "state")
   victim = max((os.path.join(root, name) for root, _, files in os.walk(state_dir)
                 for name in files), key=os.path.getsize)  # the array data
   if damage == "truncate":
     with open(victim, "r+b") as f:
       f.truncate(os.path.getsize(victim) // 3)
-  else:
+  elif damage == "delete":
     os.remove(victim)
-  before = _fingerprint(workdir + "/checkpoints")
-  config.train.num_steps = 8
-  with pytest.raises(CheckpointError, match=r"checkpoints/4 (does not fit|is unreadable)"):
-    train_and_evaluate(config, workdir)
-  assert _fingerprint(workdir + "/checkpoints") == before
+  elif damage == "garbled progress":
+    for root, _, files in os.walk(os.path.join(step_dir, "progress")):
+      for name in files:
+        with open(os.path.join(root, name), "w") as f:
+          f.write("{not json")
+  elif damage == "state is a file":
+    shutil.rmtree(state_dir)
+    with open(state_dir, "w") as f:
+      f.write("not a folder")
+  elif damage == "checkpoints is a file":
+    shutil.rmtree(os.path.dirname(step_dir))
+    with open(os.path.dirname(step_dir), "w") as f:
+      f.write("not a folder")
 
 
-def test_the_command_line_says_it_in_one_line(finished_run):
+DAMAGES = {
+    "truncate": r"checkpoints/4 (does not fit|is unreadable)",
+    "delete": r"checkpoints/4 (does not fit|is unreadable)",
+    "garbled progress": r"checkpoints/4 is unreadable",
+    "state is a file": r"checkpoints/4 (does not fit|is unreadable)",
+    "checkpoints is a file": r"checkpoints is a file, not the run's checkpoint folder",
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_a_damaged_checkpoint_is_named_and_kept(finished_run, damage):
   config, workdir = finished_run
+  _damage(workdir, damage)
+  before = _tree(workdir)
+  config.train.num_steps = 8
+  with pytest.raises(CheckpointError, match=DAMAGES[damage]):
+    train_and_evaluate(config, workdir)
+  assert _tree(workdir) == before
+
+
+def _tree(workdir):
+  checkpoints = os.path.join(workdir, "checkpoints")
+  if os.path.isfile(checkpoints):
+    with open(checkpoints, "rb") as f:
+      return hashlib.sha256(f.read()).hexdigest()
+  with open(os.path.join(workdir, "config.json"), "rb") as f:
+    return _fingerprint(checkpoints), hashlib.sha256(f.read()).hexdigest()
+
+
+@pytest.mark.parametrize("damage", [None, "truncate"])
+def test_the_command_line_says_it_in_one_line(finished_run, damage):
+  config, workdir = finished_run
+  if damage:
+    _damage(workdir, damage)
   result = subprocess.run(
-      [sys.executable, "-m", "experiments.train", "--config", "configs/mnist1d.py:ssgd",
+      [sys.executable, "-m", "experiments.train", "--config",
+       "configs/default.py:odsgd" if damage else "configs/mnist1d.py:ssgd",
        "--workdir", workdir, "--config.train.progress_bar=False",
        f"--config.data.data_dir={config.data.data_dir}"],
       cwd=REPO, capture_output=True, text=True, timeout=300,
       env={**os.environ, "JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": "8"})
   assert result.returncode == 1
-  lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-  assert len(lines) == 1 and "strategy: checkpoint 'odsgd', config 'ssgd'" in lines[0]
-  assert "Traceback" not in result.stderr
+  lines = result.stderr.strip().splitlines()  # orbax's own tracebacks are not shown
+  expected = "checkpoints/4" if damage else "strategy: checkpoint 'odsgd', config 'ssgd'"
+  assert len(lines) == 1 and lines[0].startswith("error:") and expected in lines[0], \
+      result.stderr[-3000:]

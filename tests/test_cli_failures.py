@@ -7,6 +7,7 @@ import pathlib
 import ast
 import subprocess
 import sys
+import time
 
 import ml_collections
 import pytest
@@ -137,3 +138,28 @@ def test_bad_input_is_one_line_before_any_work(tmp_path, existing_run, case, con
   message = str(error.value)
   assert "\n" not in message and message.startswith(expected.format(**names)), message
   assert tree_hash(existing_run) == before
+
+
+def test_a_failed_checkpoint_save_stops_the_run_in_one_line(data_dir, tmp_path):
+  """The folder under a running run's checkpoints disappears: the next asynchronous save
+  fails, and the run says so and exits, instead of waiting forever on orbax's threads."""
+  workdir = tmp_path / "run"
+  run = subprocess.Popen(
+      [sys.executable, "-m", "experiments.train", "--config", DEFAULT, "--workdir", str(workdir),
+       "--config.train.num_steps=400", "--config.train.checkpoint_every=10",
+       "--config.train.progress_bar=False", f"--config.data.data_dir={data_dir}"],
+      cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  try:
+    deadline = time.monotonic() + 180
+    while not (workdir / "checkpoints" / "10").exists():
+      assert run.poll() is None and time.monotonic() < deadline, run.communicate()[1][-2000:]
+      time.sleep(0.05)
+    (workdir / "checkpoints").rename(workdir / "saved")
+    (workdir / "checkpoints").write_text("in the way")
+    _, stderr = run.communicate(timeout=120)
+  finally:
+    run.kill()
+  lines = stderr.strip().splitlines()
+  assert run.returncode == 1 and len(lines) == 1, stderr[-3000:]
+  assert lines[0].startswith("error: saving a checkpoint in") and "resume" in lines[0]
+  assert (workdir / "saved" / "10").is_dir()  # what was saved before is intact

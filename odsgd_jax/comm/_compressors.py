@@ -240,7 +240,7 @@ COMPRESSORS: dict[str, Callable[..., Compressor]] = {
 
 # The argument after ':' that each compressor takes (none and sign take none).
 ARGUMENTS: dict[str, domains.Domain] = {
-    "cast": domains.choice("bfloat16", "float16"),
+    "cast": domains.choice("bfloat16", "float16", "float32"),
     "topk": domains.real(0, 1, low_open=True),
     "randomk": domains.real(0, 1, low_open=True),
     "qsgd": domains.integer(1, 127),

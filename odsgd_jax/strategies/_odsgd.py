@@ -44,7 +44,7 @@ def _local_step(kind: str, weights: Any, previous_weights: Any, grads: Any, mome
 
 
 @domains.declared(
-    local_lr=domains.real(0, low_open=True, schedule=True),
+    local_lr=domains.real(0, schedule=True),
     local_optimizer=domains.choice(*LOCAL_OPTIMIZERS), warmup_steps=domains.integer(0),
     dc_lambda=domains.real(0), local_momentum=domains.FRACTION,
     local_weight_decay=domains.real(0), correction=delay.CORRECTION,

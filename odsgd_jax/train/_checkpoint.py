@@ -24,23 +24,43 @@ class Checkpoints:
 
   def __init__(self, workdir: str, max_to_keep: int):
     self.directory = os.path.join(os.path.abspath(workdir), "checkpoints")
-    self._manager = ocp.CheckpointManager(
-        self.directory,
-        options=ocp.CheckpointManagerOptions(
-            max_to_keep=max_to_keep, create=True, enable_async_checkpointing=True
-        ),
-    )
+    if os.path.exists(self.directory) and not os.path.isdir(self.directory):
+      raise CheckpointError(f"{self.directory} is a file, not the run's checkpoint folder; move "
+                            f"it away or use another --workdir")
+    self._failed = False
+    try:
+      self._manager = ocp.CheckpointManager(
+          self.directory,
+          options=ocp.CheckpointManagerOptions(
+              max_to_keep=max_to_keep, create=True, enable_async_checkpointing=True
+          ),
+      )
+    except Exception as error:  # noqa: BLE001 - any failure to open means the same to the user
+      raise CheckpointError(f"the checkpoint folder {self.directory} cannot be opened "
+                            f"({_first_line(error)}); repair or move it, or use another "
+                            f"--workdir") from error
 
   def latest_step(self) -> int | None:
     return self._manager.latest_step()
 
   def save(self, step: int, state: Any, progress: dict[str, Any]) -> None:
-    self._manager.save(
-        step,
-        args=ocp.args.Composite(
-            state=ocp.args.StandardSave(state), progress=ocp.args.JsonSave(progress)
-        ),
-    )
+    """Starts saving `step` (asynchronously); an earlier save that failed raises here."""
+    try:
+      self._manager.save(
+          step,
+          args=ocp.args.Composite(
+              state=ocp.args.StandardSave(state), progress=ocp.args.JsonSave(progress)
+          ),
+      )
+    except Exception as error:  # noqa: BLE001
+      raise self._save_failed(error) from error
+
+  def _save_failed(self, error: Exception) -> CheckpointError:
+    self._failed = True  # orbax's threads of the failed save never finish: do not wait on them
+    return CheckpointError(f"saving a checkpoint in {self.directory} failed "
+                           f"({_first_line(error)}); the run stopped. Checkpoints saved before "
+                           f"are intact: fix the folder (space, permissions) and rerun the same "
+                           f"command to resume")
 
   def restore(self, step: int, abstract_state: Any,
               identity: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -79,8 +99,19 @@ class Checkpoints:
     return state, progress
 
   def close(self) -> None:
-    self._manager.wait_until_finished()
+    """Waits for the last save; a failed one raises `CheckpointError`."""
+    if self._failed:
+      return
+    try:
+      self._manager.wait_until_finished()
+    except Exception as error:  # noqa: BLE001
+      raise self._save_failed(error) from error
     self._manager.close()
+
+  @property
+  def failed(self) -> bool:
+    """Whether a save failed (the process must then exit without joining orbax's threads)."""
+    return self._failed
 
 
 def _first_line(error: Exception) -> str:
