@@ -121,6 +121,12 @@ def main(argv):
   except Exception as error:  # noqa: BLE001 -- whatever the file raised, said in one line
     print(f"error: --config does not load: {_last_line(error)}", file=sys.stderr)
     sys.exit(1)
+  if jax.process_index() == 0:  # a GPU user sees at once whether the run is on the CPU
+    print(f"devices: {jax.device_count()} x {jax.devices()[0].device_kind} "
+          f"({jax.default_backend()}), {jax.process_count()} process(es); "
+          f"{config.strategy.name} on {config.model.name} / {config.data.name} with "
+          f"{config.cluster.num_workers} workers; the whole config goes to "
+          f"{_WORKDIR.value}/config.json", flush=True)
   try:
     summary = train_and_evaluate(config, _WORKDIR.value)
   except Preempted as notice:

@@ -1,9 +1,10 @@
 """Strategy state per worker, in model copies, for the default inner optimizer.
 
-  python scripts/state_sizes.py [--no-readme]
+  python scripts/state_sizes.py [--readme]
 
 Measured from the pytree of `tx.init(params)` (shapes only, nothing is run) for
-CNN1D (the default model) and ResNet-20; writes the README's table.
+CNN1D (the default model) and ResNet-20; prints the table, and with --readme writes it
+into README.md.
 """
 
 import argparse
@@ -39,14 +40,14 @@ def measure() -> dict[str, dict[str, float]]:
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--no-readme", action="store_true", help="print only")
+  parser.add_argument("--readme", action="store_true", help="also write README.md's section")
   args = parser.parse_args()
   config = default.get_config()
   copies = measure()
   lines = [
       f"Per-worker strategy state with the default inner optimizer (sgd, momentum "
       f"{config.optimizer.momentum}), in copies of the model's parameters; produced by "
-      f"`python scripts/state_sizes.py`.",
+      f"`python scripts/state_sizes.py --readme`.",
       "",
       "| strategy | options | CNN1D | ResNet-20 |",
       "|---|---|---|---|",
@@ -56,7 +57,7 @@ def main() -> None:
     lines.append(f"| {name} | {options or '-'} | {by_model['cnn1d']:.2f} | "
                  f"{by_model['resnet20']:.2f} |")
   print("\n".join(lines))
-  if not args.no_readme:
+  if args.readme:
     replace_section("state-sizes", "\n".join(lines))
 
 
