@@ -12,7 +12,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import venv
 
 from configs import _strategies, default

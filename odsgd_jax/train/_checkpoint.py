@@ -1,10 +1,10 @@
 """Orbax checkpoints of a run: train state (strategy state inside) and progress."""
 
-import os
 from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
+from etils import epath
 
 
 class CheckpointError(RuntimeError):
@@ -22,9 +22,9 @@ class Checkpoints:
   keeps it intact.
   """
 
-  def __init__(self, workdir: str, max_to_keep: int):
-    self.directory = os.path.join(os.path.abspath(workdir), "checkpoints")
-    if os.path.exists(self.directory) and not os.path.isdir(self.directory):
+  def __init__(self, workdir: epath.Path, max_to_keep: int):
+    self.directory = epath.Path(workdir) / "checkpoints"
+    if self.directory.exists() and not self.directory.is_dir():
       raise CheckpointError(f"{self.directory} is a file, not the run's checkpoint folder; move "
                             f"it away or use another --workdir")
     self._failed = False
@@ -71,7 +71,7 @@ class Checkpoints:
         (strategy, model, workers, ...), does not fit `abstract_state`, or is
         unreadable; the message names what and how to go on.
     """
-    where = os.path.join(self.directory, str(step))
+    where = self.directory / str(step)
     advice = ("resume with the config that wrote it, or start this config in another "
               "--workdir (the checkpoint is left as it is)")
     try:

@@ -110,12 +110,10 @@ def _pack_metrics(metrics: dict[str, jax.Array]) -> jax.Array:
                     for name in sorted(metrics)])
 
 
-def _write_json_atomically(path: str, payload: dict[str, Any]) -> None:
-  tmp = path + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(payload, f, indent=2, sort_keys=True)
-    f.write("\n")
-  os.replace(tmp, path)
+def _write_json_atomically(path: epath.Path, payload: dict[str, Any]) -> None:
+  tmp = path.parent / (path.name + ".tmp")
+  tmp.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+  tmp.replace(path)
 
 
 class _Progress:
@@ -145,7 +143,7 @@ class _Progress:
 class _Run:
   """One session of a run in `workdir`: resume, loop, save, report."""
 
-  def __init__(self, experiment: Experiment, workdir: str, batches: BatchSource | None,
+  def __init__(self, experiment: Experiment, workdir: epath.Path, batches: BatchSource | None,
                hooks: Sequence[Hook]):
     self.x, self.workdir, self.hooks = experiment, workdir, list(hooks)
     self.train_cfg = experiment.config.train
@@ -167,7 +165,7 @@ class _Run:
     if self.resumed_step is not None:
       self.state, saved = self.checkpoints.restore(self.resumed_step, self.state, self.identity)
     if self.is_writer:  # only once the checkpoint is known to belong to this config
-      _write_json_atomically(os.path.join(self.workdir, "config.json"), self.x.config.to_dict())
+      _write_json_atomically(self.workdir / "config.json", self.x.config.to_dict())
     self.start_step = int(self.state.step)
     clock = SimulatedClock(self.x.config, self._step_time(saved), message_bytes(self.state.params))
     self.progress = _Progress(self.x, clock, saved)
@@ -299,7 +297,7 @@ class _Run:
         self.evaluation = self.evaluator(self.state)
       # The run's result on its own, loadable without knowing the strategy's state.
       with ocp.StandardCheckpointer() as checkpointer:
-        checkpointer.save(os.path.join(os.path.abspath(self.workdir), "model"),
+        checkpointer.save(self.workdir / "model",
                           parallel.fetch(model_variables(self.state, self.x.strategy)),
                           force=True)  # host arrays: load anywhere
     finally:
@@ -341,8 +339,9 @@ class _Run:
     }
 
 
-def _prepare_workdir(workdir: str) -> None:
-  """The run's folder exists and is a folder; else one line saying what is wrong."""
+def _prepare_workdir(workdir: str) -> epath.Path:
+  """The run's folder, created; one line if it cannot be. Any path etils.epath knows:
+  a local folder (made absolute) or a bucket (gs://, with gcsfs installed)."""
   if not str(workdir).strip():
     raise ConfigError("--workdir is empty: give the folder for the run's checkpoints, "
                       "metrics and summary")
@@ -352,6 +351,7 @@ def _prepare_workdir(workdir: str) -> None:
       raise ConfigError(f"--workdir {workdir} is a file, not a folder: give a folder (new or "
                         f"one that holds a run to resume)")
     path.mkdir(parents=True, exist_ok=True)
+    return path if "://" in str(workdir) else epath.Path(os.path.abspath(workdir))
   except ConfigError:
     raise
   except (ImportError, NotImplementedError, ValueError) as error:
@@ -390,8 +390,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
     Preempted: SIGTERM; the checkpoint is saved.
   """
   experiment = build_experiment(config)
-  _prepare_workdir(workdir)
-  summary = _Run(experiment, workdir, batches, hooks).run()
+  path = _prepare_workdir(workdir)
+  summary = _Run(experiment, path, batches, hooks).run()
   if jax.process_index() == 0:
-    _write_json_atomically(os.path.join(workdir, "summary.json"), summary)
+    _write_json_atomically(path / "summary.json", summary)
   return summary
