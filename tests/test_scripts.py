@@ -89,10 +89,10 @@ def test_measured_step_time_drives_the_clock(small_config, tmp_path):
 def test_compare_compressors_writes_bits_table(tmp_path):
   _script("scripts/compare.py", "--config", "configs/default.py:steps=12", "--strategies", "ssgd",
           "--compressions", "none;topk:0.05,momentum=0.9", "--eval_every", "6",
-          "--seeds", "0,1", "--processes", "2", "--output", str(tmp_path))
+          "--seeds", "0", "--processes", "2", "--output", str(tmp_path))
   table = (tmp_path / "compare.md").read_text()
   assert "| none | 238,720 | 1.0x |" in table and "| topk:0.05,momentum=0.9 |" in table
-  assert "2 seeds (0, 1)" in table and len(list((tmp_path / "runs").glob("none_seed*"))) == 2
+  assert len(list((tmp_path / "runs").glob("*_seed0"))) == 2
   assert (tmp_path / "compare.png").stat().st_size > 10_000
 
 
