@@ -137,7 +137,9 @@ def run_study(specs: Sequence[RunSpec], output: str, *, processes: int = 1,
       raise ConfigError(f"run {spec.name} ({spec.config}): {error}") from error
   os.makedirs(output, exist_ok=True)
   workdirs = [os.path.join(output, "runs", spec.name) for spec in specs]
-  cache = os.path.join(output, "jax_cache")  # the seeds of a strategy compile once
+  # The seeds of a strategy compile once: in the cache the user named through JAX's own
+  # variable (shared with other studies and runs), else in the study's folder.
+  cache = os.environ.get("JAX_COMPILATION_CACHE_DIR") or os.path.join(output, "jax_cache")
   results: list[RunResult | None] = [None] * len(specs)
   started = time.perf_counter()
   if processes <= 1 or len(specs) == 1:
