@@ -108,11 +108,6 @@ class Checkpoints:
       raise self._save_failed(error) from error
     self._manager.close()
 
-  @property
-  def failed(self) -> bool:
-    """Whether a save failed (the process must then exit without joining orbax's threads)."""
-    return self._failed
-
 
 def _first_line(error: Exception) -> str:
   text = str(error).strip().splitlines()

@@ -27,7 +27,7 @@ class MetricsWriter:
     if not enabled:
       return
     kept = _rows_until(self.path, resumed_step) if resumed_step is not None else []
-    self._lines = kept
+    self._lines = kept if self._remote else []  # kept only where the file is rewritten
     self.path.write_text("".join(kept))  # a fresh run in a workdir without checkpoints: empty
     self._file = None if self._remote else self.path.open("a")
     self._tensorboard = tensorboardX.SummaryWriter(str(epath.Path(workdir) / "tensorboard"),
