@@ -73,7 +73,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.cluster.seed = 0  # jitter and stragglers
 
   config.parallel = ml_collections.ConfigDict()
-  config.parallel.num_devices = 0  # 0: all visible devices
+  config.parallel.num_devices = 0  # 0: all visible devices, or as many as the workers fill evenly
   config.parallel.devices_per_worker = 1  # >1: a worker spans several devices
 
   config.train = ml_collections.ConfigDict()

@@ -122,7 +122,11 @@ def main(argv):
     print(f"error: --config does not load: {_last_line(error)}", file=sys.stderr)
     sys.exit(1)
   if jax.process_index() == 0:  # a GPU user sees at once whether the run is on the CPU
-    print(f"devices: {jax.device_count()} x {jax.devices()[0].device_kind} "
+    in_use = parallel.devices_in_use(config.cluster.num_workers, jax.device_count(),
+                                     config.parallel.devices_per_worker,
+                                     config.parallel.num_devices)
+    of_all = f" of {jax.device_count()}" if in_use != jax.device_count() else ""
+    print(f"devices: {in_use}{of_all} x {jax.devices()[0].device_kind} "
           f"({jax.default_backend()}), {jax.process_count()} process(es); "
           f"{config.strategy.name} on {config.model.name} / {config.data.name} with "
           f"{config.cluster.num_workers} workers; the whole config goes to "

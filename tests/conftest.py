@@ -1,6 +1,9 @@
 """Tests run on simulated CPU devices, the way JAX users set them:
-`XLA_FLAGS=--xla_force_host_platform_device_count=N` when given (N >= 8: the tests lay
-8 workers on 8 devices), else 8, set before the JAX backend starts.
+`XLA_FLAGS=--xla_force_host_platform_device_count=N` when given, else 8, set before the
+JAX backend starts. Most tests lay their workers on as many devices as the workers fill
+evenly (8 workers: on 8 of 16 devices, 4 of 4, 2 of 3), so they adapt to N; a test that
+needs a certain count says so with `@pytest.mark.devices(n)` and is skipped, with the
+reason, when fewer are visible.
 
 Compiled programs are shared through JAX's persistent compilation cache, by the
 xdist workers and by the processes tests start (through the environment), so a
@@ -28,17 +31,26 @@ import pytest  # noqa: E402
 from configs import default  # noqa: E402
 
 
-def pytest_sessionstart(session):
-  del session
-  if jax.default_backend() == "cpu" and jax.device_count() < TEST_DEVICES:
-    pytest.exit(f"the tests lay {TEST_DEVICES} workers on {TEST_DEVICES} simulated devices, but "
-                f"XLA_FLAGS gives {jax.device_count()}: set "
-                f"XLA_FLAGS=--xla_force_host_platform_device_count={TEST_DEVICES} (or more)",
-                returncode=1)
-  # The processes tests start choose their own devices, as a user's command would.
+def pytest_configure(config):
+  config.addinivalue_line("markers", "devices(n): the test needs n devices (skipped with fewer)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _subprocesses_choose_their_own_devices():
+  """The processes tests start choose their own devices, as a user's command would: the
+  device count flag leaves the environment once this process's backend has read it (in
+  the process that runs the tests: xdist's workers inherit the flag)."""
+  jax.device_count()
   flags = [flag for flag in os.environ.get("XLA_FLAGS", "").split()
            if "xla_force_host_platform_device_count" not in flag]
   os.environ["XLA_FLAGS"] = " ".join(flags)
+
+
+def pytest_runtest_setup(item):
+  for mark in item.iter_markers("devices"):
+    if jax.device_count() < mark.args[0]:
+      pytest.skip(f"needs {mark.args[0]} devices; {jax.device_count()} visible (set "
+                  f"XLA_FLAGS=--xla_force_host_platform_device_count={mark.args[0]})")
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import pytest
 
 from odsgd_jax.train import ConfigError, train_and_evaluate, validate_config
 from configs import default, digits, mnist1d
+from odsgd_jax import parallel
 from odsgd_jax.strategies import STRATEGIES
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,7 +31,8 @@ def _with(**changes):
         ({"data__name": "mnits"}, ["data.name", "mnist1d", "cifar10"]),
         ({"model__name": "resnet21"}, ["model.name", "resnet20", "cnn1d"]),
         ({"strategy__name": "sgd"}, ["strategy.name", "ssgd"]),
-        ({"cluster__num_workers": 12}, ["cluster.num_workers=12", "multiple of the 8"]),
+        ({"cluster__num_workers": 12, "parallel__num_devices": 8},
+         ["cluster.num_workers=12", "multiple of the 8"]),
         ({"data__batch_size": 100}, ["data.batch_size=100", "cluster.num_workers=8"]),
         ({"optimizer__learning_rate": 0.0}, ["optimizer.learning_rate=0.0", "(0, inf)"]),
         ({"optimizer__learning_rate": -0.1}, ["optimizer.learning_rate=-0.1", "(0, inf)"]),
@@ -48,6 +50,17 @@ def test_bad_value_names_field_and_allowed_values(changes, expected):
     validate_config(_with(**changes), num_available_devices=8)
   for text in expected:
     assert text in str(error.value)
+
+
+@pytest.mark.parametrize("workers,available,per_worker,in_use", [
+    (8, 8, 1, 8), (8, 16, 1, 8), (8, 3, 1, 2), (8, 1, 1, 1), (12, 8, 1, 6), (8, 16, 2, 16),
+    (8, 12, 2, 8), (5, 4, 1, 1)])
+def test_devices_0_uses_as_many_devices_as_the_workers_fill_evenly(workers, available,
+                                                                   per_worker, in_use):
+  assert parallel.devices_in_use(workers, available, per_worker) == in_use
+  config = _with(cluster__num_workers=workers, parallel__devices_per_worker=per_worker,
+                 data__batch_size=16 * workers)
+  validate_config(config, num_available_devices=available)  # the default config fits
 
 
 def test_misspelt_key_is_named_with_a_suggestion():

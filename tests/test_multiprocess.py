@@ -16,6 +16,7 @@ import time
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+import pytest
 
 from odsgd_jax.train import train_and_evaluate
 
@@ -96,6 +97,7 @@ def _metric_steps(workdir):
     return [row["step"] for row in map(json.loads, f) if "loss" in row]
 
 
+@pytest.mark.devices(4)  # the one-process run it is compared with
 def test_two_processes_train_like_one(data_dir, tmp_path):
   """2 processes x 2 devices (gloo) == 1 process x 4 devices, odsgd, 4 workers."""
   values = _small(data_dir)
@@ -108,10 +110,11 @@ def test_two_processes_train_like_one(data_dir, tmp_path):
   assert _metric_steps(tmp_path / "two") == list(range(1, 7))  # process 0 alone wrote them
 
 
+@pytest.mark.devices(4)  # the one-process run it is compared with
 def test_sigterm_saves_a_checkpoint_exits_0_and_the_rerun_ends_as_if_never_stopped(
     data_dir, tmp_path):
-  values = _small(data_dir, **{"train.num_steps": 1000, "train.eval_every": 1000,
-                               "train.checkpoint_every": 1000, "train.log_every": 1})
+  values = _small(data_dir, **{"train.num_steps": 400, "train.eval_every": 400,
+                               "train.checkpoint_every": 400, "train.log_every": 1})
   workdir = tmp_path / "run"
   with _launch(workdir, values, 1, 4, tmp_path) as [process]:
     _wait_for(lambda: len(_lines(workdir / "metrics.jsonl")) > 20)
@@ -120,22 +123,22 @@ def test_sigterm_saves_a_checkpoint_exits_0_and_the_rerun_ends_as_if_never_stopp
   log = (tmp_path / "process0.log").read_text()
   assert "preempted: saved a checkpoint of step" in log
   saved = [int(name) for name in os.listdir(workdir / "checkpoints") if name.isdigit()]
-  assert len(saved) == 1 and 20 < saved[0] < 1000
+  assert len(saved) == 1 and 20 < saved[0] < 400
   with _launch(workdir, values, 1, 4, tmp_path) as processes:
     assert _wait_all(processes) == [0]
   train_and_evaluate(_config({**values, "parallel.num_devices": 4}), str(tmp_path / "whole"))
   for a, b in zip(jax.tree.leaves(_model(workdir)), jax.tree.leaves(_model(tmp_path / "whole")),
                   strict=True):
     np.testing.assert_array_equal(a, b)
-  assert _metric_steps(workdir) == list(range(1, 1001))
+  assert _metric_steps(workdir) == list(range(1, 401))
 
 
 def test_a_killed_process_ends_the_other_with_a_message_and_a_rerun_resumes(data_dir, tmp_path):
-  values = _small(data_dir, **{"train.num_steps": 400, "train.eval_every": 400,
-                               "train.checkpoint_every": 50})
+  values = _small(data_dir, **{"train.num_steps": 160, "train.eval_every": 160,
+                               "train.checkpoint_every": 20})
   workdir = tmp_path / "run"
   with _launch(workdir, values, 2, 2, tmp_path) as processes:
-    _wait_for(lambda: (workdir / "checkpoints" / "100").exists())
+    _wait_for(lambda: (workdir / "checkpoints" / "40").exists())
     processes[1].kill()  # SIGKILL: no chance to save or say goodbye
     started = time.monotonic()
     assert processes[0].wait(timeout=60) != 0
@@ -148,11 +151,11 @@ def test_a_killed_process_ends_the_other_with_a_message_and_a_rerun_resumes(data
            "Received data size doesn't match")
   assert any(words in log for words in named), log[-3000:]
   saved = sorted(int(name) for name in os.listdir(workdir / "checkpoints") if name.isdigit())
-  assert saved and saved[-1] < 400
+  assert saved and saved[-1] < 160
   with _launch(workdir, values, 2, 2, tmp_path) as processes:
     assert _wait_all(processes) == [0, 0], (tmp_path / "process0.log").read_text()[-3000:]
-  assert _metric_steps(workdir) == list(range(1, 401))  # resumed where the checkpoint was
-  assert json.loads((workdir / "summary.json").read_text())["steps"] == 400
+  assert _metric_steps(workdir) == list(range(1, 161))  # resumed where the checkpoint was
+  assert json.loads((workdir / "summary.json").read_text())["steps"] == 160
 
 
 def _lines(path):

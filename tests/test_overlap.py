@@ -18,6 +18,7 @@ from odsgd_jax.train import init_state, make_train_step
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?(%[\w.\-]+)\s*=\s*.*?\s([\w\-]+)\((.*)$")
 _NAME = re.compile(r"%[\w.\-]+")
+pytestmark = pytest.mark.devices(8)  # the compiled step of 8 workers, one per device
 
 
 def _computations(hlo_text):

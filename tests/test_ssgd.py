@@ -45,7 +45,9 @@ def _single_device_reference(model, params, batches, inner):
   return params
 
 
-@pytest.mark.parametrize("num_workers,num_devices", [(8, 8), (16, 8), (8, 1)])
+@pytest.mark.parametrize("num_workers,num_devices", [
+    pytest.param(8, 8, marks=pytest.mark.devices(8)),
+    pytest.param(16, 8, marks=pytest.mark.devices(8)), (8, 1)])
 def test_ssgd_equals_single_device_optax_on_global_batch(num_workers, num_devices):
   model = make_model("mlp", 10, hidden_sizes=(32,))
   inner = optax.sgd(0.1, momentum=0.9)
@@ -83,6 +85,7 @@ def test_ssgd_replicas_stay_identical():
         np.testing.assert_array_equal(leaf[worker], leaf[0])
 
 
+@pytest.mark.devices(8)
 def test_ssgd_averages_over_vmap_and_mesh_axes_alike():
   """The mean over ("workers", "local") is the mean over all logical workers."""
   worker_mesh = parallel.make_worker_mesh(16, 8)

@@ -58,6 +58,7 @@ def test_run_writes_metrics_checkpoints_and_summary(small_config, tmp_path):
   assert os.path.getsize(plot) > 10_000
 
 
+@pytest.mark.devices(8)
 def test_same_config_on_1_and_8_devices_gives_same_parameters(small_config, tmp_path):
   states = []
   for num_devices in (1, 8):
@@ -67,6 +68,7 @@ def test_same_config_on_1_and_8_devices_gives_same_parameters(small_config, tmp_
   assert_trees_close(states[0]["params"], states[1]["params"], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.devices(8)
 def test_a_worker_on_two_devices_equals_one_device_with_the_doubled_batch(small_config,
                                                                           tmp_path):
   """4 workers x 2 devices (a worker's gradient averaged over its devices) == 4

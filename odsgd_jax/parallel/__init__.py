@@ -9,6 +9,7 @@ from odsgd_jax.parallel._mesh import REPLICATED as REPLICATED
 from odsgd_jax.parallel._mesh import WORKER_AXES as WORKER_AXES
 from odsgd_jax.parallel._mesh import WORKERS as WORKERS
 from odsgd_jax.parallel._mesh import WorkerMesh as WorkerMesh
+from odsgd_jax.parallel._mesh import devices_in_use as devices_in_use
 from odsgd_jax.parallel._mesh import make_worker_mesh as make_worker_mesh
 from odsgd_jax.parallel._mesh import per_worker_update as per_worker_update
 from odsgd_jax.parallel._multihost import detected_launcher as detected_launcher

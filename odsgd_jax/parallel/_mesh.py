@@ -129,6 +129,22 @@ def per_worker_update(worker_mesh: WorkerMesh, update_fn: Callable[..., Any],
   return stacked
 
 
+def devices_in_use(num_workers: int, num_available: int, devices_per_worker: int = 1,
+                   num_devices: int = 0) -> int:
+  """How many devices a run uses: `num_devices`, or when 0, the most of the
+  `num_available` that the workers fill evenly (all of them when they divide the workers:
+  8 workers on 16 devices use 8, on 3 devices use 2). Without a layout that fits, all:
+  the layout check then names the problem.
+  """
+  if num_devices:
+    return num_devices
+  for count in range(num_available, 0, -1):
+    groups, rest = divmod(count, max(devices_per_worker, 1))
+    if not rest and groups and num_workers % groups == 0:
+      return count
+  return num_available
+
+
 def make_worker_mesh(
     num_workers: int, num_devices: int = 0, devices_per_worker: int = 1,
     devices: Sequence[jax.Device] | None = None,
@@ -137,7 +153,8 @@ def make_worker_mesh(
 
   Args:
     num_workers: N, the number of logical workers.
-    num_devices: devices to use; 0 means all of `devices` (default `jax.devices()`).
+    num_devices: devices to use; 0 means as many of `devices` (default `jax.devices()`)
+      as the workers fill evenly (`devices_in_use`).
     devices_per_worker: devices inside one worker (the "intra" axis).
     devices: the devices to choose from.
 
@@ -145,7 +162,7 @@ def make_worker_mesh(
     ValueError: the counts do not divide; the message names the fix.
   """
   devices = list(jax.devices() if devices is None else devices)
-  num_devices = num_devices or len(devices)
+  num_devices = devices_in_use(num_workers, len(devices), devices_per_worker, num_devices)
   if num_devices > len(devices):
     raise ValueError(
         f"parallel.num_devices={num_devices} but only {len(devices)} devices are visible"

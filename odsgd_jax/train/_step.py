@@ -28,14 +28,22 @@ def _cross_entropy(logits, labels):
 
 def init_state(model: nn.Module, tx: optax.GradientTransformation, worker_mesh: parallel.WorkerMesh,
                input_shape: tuple[int, ...], seed: int) -> TrainState:
-  """Same initial parameters on every worker; strategy state from `tx.init`."""
+  """Same initial parameters on every worker; strategy state from `tx.init`.
+
+  Two programs: the model's initialization, with the key an argument rather than a
+  constant, is the same program for every strategy and seed of a model (compiled once,
+  then found in the compilation cache); the second lays it out on the workers and
+  initializes the strategy.
+  """
   per_worker = worker_mesh.sharding(parallel.PER_WORKER)
   replicated = worker_mesh.sharding(parallel.REPLICATED)
   num_workers = worker_mesh.num_workers
 
-  def init():
-    init_key, rng = jax.random.split(jax.random.PRNGKey(seed))
-    variables = model.init(init_key, jnp.zeros((1, *input_shape)), train=False)
+  def init_model(key):
+    init_key, rng = jax.random.split(key)
+    return model.init(init_key, jnp.zeros((1, *input_shape)), train=False), rng
+
+  def place(variables, rng):
     broadcast = lambda x: jnp.broadcast_to(x, (num_workers, *x.shape))
     params = jax.tree.map(broadcast, variables["params"])
     batch_stats = jax.tree.map(broadcast, variables.get("batch_stats", {}))
@@ -44,9 +52,10 @@ def init_state(model: nn.Module, tx: optax.GradientTransformation, worker_mesh: 
         opt_state=jax.vmap(tx.init)(params), rng=rng,
     )
 
-  abstract = jax.eval_shape(init)
+  variables, rng = jax.jit(init_model)(jax.random.PRNGKey(seed))
+  abstract = jax.eval_shape(place, variables, rng)
   shardings = state_shardings(abstract, per_worker, replicated)
-  return jax.jit(init, out_shardings=shardings)()
+  return jax.jit(place, out_shardings=shardings, donate_argnums=(0, 1))(variables, rng)
 
 
 def state_shardings(state: TrainState, per_worker, replicated) -> TrainState:

@@ -7,6 +7,7 @@ values, so that a bad `--config.a.b=v` fails in a second, not after compiling.
 import difflib
 from typing import Any
 
+import jax
 import ml_collections
 import optax
 
@@ -14,6 +15,7 @@ from odsgd_jax.cluster import INTER_TOPOLOGIES, PRESETS, TOPOLOGIES
 from odsgd_jax.data import DATASETS
 from odsgd_jax.domains import check_value, integer
 from odsgd_jax.models import MODELS, model_options
+from odsgd_jax.parallel import devices_in_use
 from odsgd_jax.comm import parse_communication
 from odsgd_jax.strategies import STRATEGIES
 from odsgd_jax.train._optimizer import DOMAINS as OPTIMIZER_DOMAINS
@@ -192,7 +194,12 @@ def _check_layout(config: ml_collections.ConfigDict, num_available_devices: int)
   _check_positive("parallel.num_devices", parallel.num_devices, allow_zero=True)
   _check_positive("parallel.devices_per_worker", parallel.devices_per_worker)
 
-  num_devices = parallel.num_devices or num_available_devices
+  num_devices = devices_in_use(cluster.num_workers, num_available_devices,
+                               parallel.devices_per_worker, parallel.num_devices)
+  if num_devices < num_available_devices and jax.process_count() > 1:
+    raise ConfigError(f"cluster.num_workers={cluster.num_workers} cannot be laid evenly on all "
+                      f"{num_available_devices} devices of this run's {jax.process_count()} "
+                      f"processes; use a multiple of them")
   if num_devices > num_available_devices:
     raise ConfigError(f"parallel.num_devices={parallel.num_devices} but only "
                       f"{num_available_devices} devices are visible; set it to 0 (all) or fewer")
