@@ -11,10 +11,11 @@ over a `data` axis, XLA inserting the all-reduce: what most JAX users write firs
 Every entry's step is timed alternately with the baseline's (one of each, blocking on
 both), so slow drifts of a shared machine hit both; the ratio is of the medians over
 `--steps` steps after 3 warm-up steps. The strategy steps are the training loop's: the
-schedule already on the devices, the gradient/update/parameter norms on their own interval
-(`train.norms_every`; one row shows them on every step). Also: compiled memory (arguments
-+ temporaries), compile time, strategy state in model copies, and the backend compilations
-after the first step (must be 0). Finally the default experiment's time waiting for data.
+schedule already on the devices, the gradient/update/parameter norms left to the steps of
+their own interval (`train.norms_every`, a program of their own: one row times it). Also:
+compiled memory (arguments + temporaries), compile time, strategy state in model copies,
+and the backend compilations after the first step (must be 0). Finally the default
+experiment's time waiting for data.
 
 Writes <output>/benchmark.json and benchmark.md.
 """
@@ -52,12 +53,13 @@ MODELS = {
     "mlp_wide": ("mlp", (40,), {"hidden_sizes": (1024, 1024)}, 16),
     "resnet20": ("resnet20", (32, 32, 3), {}, 8),
 }
-NEVER = 2**30  # norms_every of the rows that leave the norms to their own interval
-# (row name, strategy, options, norms every step). odsgd without warm-up: its delayed step
-# is what runs after the first 200 steps; an endless period: only non-sync steps.
+NEVER = 2**30
+# (row name, strategy, options, the norms steps' program). odsgd without warm-up: its
+# delayed step is what runs after the first 200 steps; an endless period: only non-sync
+# steps.
 ENTRIES = [
     ("ssgd", "ssgd", {}, False),
-    ("ssgd (norms every step)", "ssgd", {}, True),
+    ("ssgd (norms step)", "ssgd", {}, True),
     ("asgd", "asgd", {}, False),
     ("ssp", "ssp", {"staleness": 2}, False),
     ("odsgd", "odsgd", {"local_lr": 0.1, "warmup_steps": 0}, False),
@@ -181,8 +183,9 @@ def shard_map_baseline(model, input_shape, batch_per_device, devices) -> Step:
 
 
 def strategy_step(model, input_shape, batch_per_device, worker_mesh, name, options,
-                  norms_every) -> Step:
-  """The training loop's step of strategy `name`, the schedule already on the devices."""
+                  norms) -> Step:
+  """The training loop's step of strategy `name`, the schedule already on the devices;
+  with `norms`, the program of the steps that compute the norms."""
   strategy = get_strategy(name)
   tx = strategy.make(INNER, axis_name=parallel.WORKER_AXES, **options)
   n = worker_mesh.num_workers
@@ -190,7 +193,7 @@ def strategy_step(model, input_shape, batch_per_device, worker_mesh, name, optio
                           "label": np.zeros((n, batch_per_device), np.int32)},
                          worker_mesh.sharding(parallel.BATCH))
   schedule = jax.device_put(synchronous_schedule(0, n), worker_mesh.sharding(parallel.REPLICATED))
-  step = make_train_step(model, tx, worker_mesh, strategy, norms_every=norms_every)
+  step = make_train_step(model, tx, worker_mesh, strategy).program(norms)
   state = init_state(model, tx, worker_mesh, input_shape, seed=0)
   return _StrategyStep(step, state, batch, schedule, tx)
 
@@ -241,7 +244,7 @@ def measure(model_name, steps, counter, entries) -> list[dict]:
   worker_mesh = parallel.make_worker_mesh(len(devices), len(devices))
   for entry, strategy, strategy_options, norms in entries:
     step = strategy_step(model, shape, batch, worker_mesh, strategy, strategy_options,
-                         1 if norms else NEVER)
+                         norms)
     step.compile()
     step.run()  # the first step
     compiles_before = counter.count

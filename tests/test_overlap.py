@@ -90,7 +90,7 @@ def _compiled_step(name, **options):
   batch = jax.device_put({"image": np.zeros((num_workers, 4, 40), np.float32),
                           "label": np.zeros((num_workers, 4), np.int32)},
                          worker_mesh.sharding(parallel.BATCH))
-  step = make_train_step(model, tx, worker_mesh, strategy)
+  step = make_train_step(model, tx, worker_mesh, strategy).plain
   return step.lower(state, batch, synchronous_schedule(0, num_workers)).compile().as_text()
 
 

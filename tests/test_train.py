@@ -272,4 +272,5 @@ def test_the_train_step_compiles_once_per_run(small_config, tmp_path, strategy):
   config.train.num_steps = 12
   config.optimizer.warmup_steps = 0
   train_and_evaluate(config, str(tmp_path / "run"), hooks=[kept])
-  assert kept.experiment.train_step._cache_size() == 1
+  assert kept.experiment.train_step.plain._cache_size() == 1
+  assert kept.experiment.train_step.with_norms._cache_size() == 1  # at steps 10 and 20

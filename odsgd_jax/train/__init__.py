@@ -17,6 +17,7 @@ from odsgd_jax.train._optimizer import make_lr_schedule as make_lr_schedule
 from odsgd_jax.train._step import TrainState as TrainState
 from odsgd_jax.train._step import init_state as init_state
 from odsgd_jax.train._step import make_eval_step as make_eval_step
+from odsgd_jax.train._step import TrainStep as TrainStep
 from odsgd_jax.train._step import make_train_step as make_train_step
 from odsgd_jax.train._step import model_variables as model_variables
 from odsgd_jax.train._validate import ConfigError as ConfigError

@@ -21,7 +21,8 @@ from odsgd_jax.models import make_model
 from odsgd_jax.strategies import StrategyDef, get_strategy
 from odsgd_jax.train._evaluate import Evaluator
 from odsgd_jax.train._optimizer import make_inner_optimizer, make_lr_schedule, strategy_options
-from odsgd_jax.train._step import TrainState, init_state, make_eval_step, make_train_step
+from odsgd_jax.train._step import (TrainState, TrainStep, init_state, make_eval_step,
+                                   make_train_step)
 from odsgd_jax.train._validate import ConfigError, validate_config
 
 
@@ -39,7 +40,7 @@ class Experiment:
   tx: optax.GradientTransformationExtraArgs
   lr_schedule: optax.Schedule
   steps_per_epoch: int
-  train_step: Any  # jitted (state, batch, schedule) -> (state, metrics)
+  train_step: TrainStep  # jitted (state, batch, schedule) -> (state, packed metrics)
   eval_step: Any  # jitted (state, batch) -> (loss sum, correct)
 
   @property
@@ -146,6 +147,5 @@ def build_experiment(config: ml_collections.ConfigDict) -> Experiment:
       config=config, worker_mesh=worker_mesh, spec=spec, train_split=train_split,
       test_split=test_split, model=model, strategy=strategy, tx=tx, lr_schedule=lr_schedule,
       steps_per_epoch=steps_per_epoch,
-      train_step=make_train_step(model, tx, worker_mesh, strategy, lr_schedule,
-                                 config.train.norms_every),
+      train_step=make_train_step(model, tx, worker_mesh, strategy, lr_schedule),
       eval_step=make_eval_step(model, strategy))

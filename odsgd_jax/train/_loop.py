@@ -8,7 +8,6 @@ import time
 from typing import Any, Protocol, Sequence
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import orbax.checkpoint as ocp
@@ -22,7 +21,7 @@ from odsgd_jax.train._checkpoint import Checkpoints
 from odsgd_jax.train._experiment import Experiment, build_experiment
 from odsgd_jax.train._metrics import MetricsWriter
 from odsgd_jax.train._simulation import SimulatedClock, calibrate_step_time, message_bytes
-from odsgd_jax.train._step import NORMS, TrainState, model_variables
+from odsgd_jax.train._step import TrainState, model_variables
 from odsgd_jax.train._validate import ConfigError
 
 
@@ -101,15 +100,6 @@ class _PreemptionNotice:
       self._previous = None
 
 
-@jax.jit
-def _pack_metrics(metrics: dict[str, jax.Array]) -> jax.Array:
-  """A step's metrics as one float32 array (metrics x workers), in sorted name order:
-  fetching one array costs a fraction of fetching each (2 ms for ten, on a slow host)."""
-  num_workers = max(np.shape(v)[0] if np.ndim(v) else 1 for v in metrics.values())
-  return jnp.stack([jnp.broadcast_to(metrics[name], (num_workers,)).astype(jnp.float32)
-                    for name in sorted(metrics)])
-
-
 def _write_json_atomically(path: epath.Path, payload: dict[str, Any]) -> None:
   tmp = path.parent / (path.name + ".tmp")
   tmp.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
@@ -182,15 +172,15 @@ class _Run:
         self.x.train_step, self.state, probe, synchronous_schedule(0, self.x.num_workers),
         self.x.worker_mesh.workers_per_device)
 
+  def _norms_due(self, step: int) -> bool:
+    return step % self.train_cfg.norms_every == 0
+
   def finish_step(self) -> None:
     """Fetches the pending step's metrics, checks them, advances the clock, logs."""
     step, metrics = self.pending
     self.pending = None
-    packed = parallel.fetch(_pack_metrics(metrics))
-    metrics = {name: float(np.mean(row)) for name, row in zip(sorted(metrics), packed,
-                                                                 strict=True)}
-    if step % self.train_cfg.norms_every:  # not computed on this step
-      metrics = {name: value for name, value in metrics.items() if name not in NORMS}
+    rows = self.x.train_step.metrics(parallel.fetch(metrics), self._norms_due(step))
+    metrics = {name: float(np.mean(row)) for name, row in rows.items()}
     if not (np.isfinite(metrics["loss"]) and np.isfinite(metrics.get("param_norm", 0.0))):
       norm = f" (parameter norm {metrics['param_norm']})" if "param_norm" in metrics else ""
       latest = self.checkpoints.latest_step()
@@ -250,7 +240,8 @@ class _Run:
     self.input_s += time.perf_counter() - reading
     self.progress.data_positions += active.astype(np.int64)
     schedule = self.device_schedule(schedule)
-    self.state, metrics = self.x.train_step(self.state, batch, schedule)
+    self.state, metrics = self.x.train_step(self.state, batch, schedule,
+                                            norms=self._norms_due(step))
     if self.pending is not None:
       self.finish_step()
     self.pending = (step, metrics)

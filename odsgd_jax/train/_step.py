@@ -1,5 +1,6 @@
 """Train state, the pure per-worker step, and evaluation of the strategy's model."""
 
+import dataclasses
 from typing import Any, Callable, NamedTuple
 
 import flax.linen as nn
@@ -69,73 +70,111 @@ def state_shardings(state: TrainState, per_worker, replicated) -> TrainState:
 NORMS = ("grad_norm", "update_norm", "param_norm")
 
 
+@dataclasses.dataclass
+class TrainStep:
+  """The jitted step `(state, batch, schedule) -> (state, metrics)`, in two programs:
+  `plain`, and `with_norms`, which also computes the gradient, update and parameter
+  norms (three passes over the model; the loop calls it every `train.norms_every`-th
+  step, and it compiles on its first call). Two programs rather than one with a
+  `lax.cond`: the conditional alone cost the plain step 4-10% (buffers kept alive
+  for it, a branch on every step; scripts/benchmark.py).
+
+  `metrics` is one float32 array, a row per name of `metric_names[norms]` (sorted;
+  known once that program has been traced, by its first call or `lower`) and a
+  column per worker: one output buffer per step, fetched in one transfer, instead of
+  one per metric (each a buffer on every device).
+  """
+
+  plain: Callable[..., Any]
+  with_norms: Callable[..., Any]
+  metric_names: dict[bool, list[str]]
+
+  def program(self, norms: bool = False) -> Callable[..., Any]:
+    return self.with_norms if norms else self.plain
+
+  def __call__(self, state, batch, schedule, norms: bool = False):
+    return self.program(norms)(state, batch, schedule)
+
+  def metrics(self, packed: Any, norms: bool = False) -> dict[str, Any]:
+    """{name: row} of a step's metrics (host or device array)."""
+    return dict(zip(self.metric_names[norms], packed, strict=True))
+
+
 def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
                     worker_mesh: parallel.WorkerMesh, strategy: StrategyDef | None = None,
-                    lr_schedule: optax.Schedule | None = None,
-                    norms_every: int = 1) -> Callable[..., Any]:
-  """Returns `train_step(state, batch, schedule) -> (state, metrics)`, jitted.
+                    lr_schedule: optax.Schedule | None = None) -> TrainStep:
+  """Returns `train_step(state, batch, schedule, norms=False) -> (state, metrics)`.
 
   Every worker computes its loss and gradient on its own batch; the gradient is
   averaged over the devices of one worker (the "intra" axis), then the strategy
   `tx` decides what every worker's parameters become (it gets the cluster
   `schedule` and the worker's `loss` as extra arguments). Metrics come back per
-  worker, shape (N,), and are averaged on the host: a mean over workers inside
-  the step would be one more collective on this step's batch. `strategy.log`
-  adds the strategy's own metrics; `lr_schedule` (of the tick) the learning rate,
-  computed here rather than on the host at every step. The gradient, update and
-  parameter norms (three passes over the parameters: a wide model's step pays for
-  them) are computed on every `norms_every`-th step only, and are 0 on the others.
-  The input state is donated.
+  worker, packed into one (metrics, N) array (`TrainStep`), and are averaged on the
+  host: a mean over workers inside the step would be one more collective on this
+  step's batch. `strategy.log` adds the strategy's own metrics; `lr_schedule` (of
+  the tick) the learning rate, computed here rather than on the host at every step.
+  With `norms`, the gradient, update and parameter norms too. The input state is
+  donated.
   """
+  strategy_update = parallel.per_worker_update(worker_mesh, _apply_strategy(tx),
+                                               in_axes=(0, 0, 0, None, 0))
+  metric_names: dict[bool, list[str]] = {False: [], True: []}
 
-  def worker_step(params, batch_stats, opt_state, images, labels, rng, schedule, norms_due):
-    def loss_fn(p):
-      logits, new_model_state = model.apply(
-          {"params": p, "batch_stats": batch_stats}, images, train=True,
-          mutable=["batch_stats"], rngs={"dropout": rng},
-      )
-      return _cross_entropy(logits, labels).mean(), (logits, new_model_state)
+  def build(with_norms: bool):
+    def worker_step(params, batch_stats, opt_state, images, labels, rng, schedule):
+      def loss_fn(p):
+        logits, new_model_state = model.apply(
+            {"params": p, "batch_stats": batch_stats}, images, train=True,
+            mutable=["batch_stats"], rngs={"dropout": rng},
+        )
+        return _cross_entropy(logits, labels).mean(), (logits, new_model_state)
 
-    (loss, (logits, new_model_state)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-    accuracy = jnp.mean(jnp.argmax(logits, -1) == labels)
-    if worker_mesh.devices_per_worker > 1:  # XLA keeps even a trivial all-reduce
-      grads, loss, accuracy = jax.lax.pmean((grads, loss, accuracy), parallel.INTRA)
-    params, updates, opt_state = strategy_update(grads, opt_state, params, schedule, loss)
-    norms = jax.lax.cond(
-        norms_due, lambda: jnp.stack([optax.global_norm(t) for t in (grads, updates, params)]),
-        lambda: jnp.zeros((len(NORMS),), jnp.float32))
-    metrics = {"loss": loss, "accuracy": accuracy, **dict(zip(NORMS, norms, strict=True))}
-    batch_stats = new_model_state.get("batch_stats", batch_stats)
-    return params, batch_stats, opt_state, metrics
+      (loss, (logits, new_model_state)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+          params)
+      accuracy = jnp.mean(jnp.argmax(logits, -1) == labels)
+      if worker_mesh.devices_per_worker > 1:  # XLA keeps even a trivial all-reduce
+        grads, loss, accuracy = jax.lax.pmean((grads, loss, accuracy), parallel.INTRA)
+      params, updates, opt_state = strategy_update(grads, opt_state, params, schedule, loss)
+      metrics = {"loss": loss, "accuracy": accuracy}
+      if with_norms:
+        metrics.update(zip(NORMS, (optax.global_norm(t) for t in (grads, updates, params)),
+                           strict=True))
+      batch_stats = new_model_state.get("batch_stats", batch_stats)
+      return params, batch_stats, opt_state, metrics
 
+    run_workers = worker_mesh.per_worker(
+        worker_step,
+        in_layouts=(parallel.PER_WORKER,) * 3 + (parallel.BATCH,) * 2
+        + (parallel.PER_WORKER, parallel.REPLICATED),
+    )
+
+    def train_step(state: TrainState, batch: dict[str, jax.Array], schedule: Schedule):
+      worker_rngs = jax.random.split(jax.random.fold_in(state.rng, state.step),
+                                     worker_mesh.num_workers)
+      params, batch_stats, opt_state, metrics = run_workers(
+          state.params, state.batch_stats, state.opt_state, batch["image"], batch["label"],
+          worker_rngs, schedule)
+      new_state = TrainState(step=state.step + 1, params=params, batch_stats=batch_stats,
+                             opt_state=opt_state, rng=state.rng)
+      if strategy is not None:
+        metrics = {**metrics, **_strategy_metrics(strategy, state.opt_state, opt_state)}
+      if lr_schedule is not None:
+        metrics["learning_rate"] = lr_schedule(state.step)
+      names = metric_names[with_norms]
+      names[:] = sorted(metrics)
+      return new_state, jnp.stack([jnp.broadcast_to(metrics[name], (worker_mesh.num_workers,))
+                                   .astype(jnp.float32) for name in names])
+
+    return jax.jit(train_step, donate_argnums=0)
+
+  return TrainStep(plain=build(False), with_norms=build(True), metric_names=metric_names)
+
+
+def _apply_strategy(tx: optax.GradientTransformationExtraArgs) -> Callable[..., Any]:
   def apply_strategy(grads, opt_state, params, schedule, loss):
     updates, opt_state = tx.update(grads, opt_state, params, schedule=schedule, loss=loss)
     return optax.apply_updates(params, updates), updates, opt_state
-
-  strategy_update = parallel.per_worker_update(worker_mesh, apply_strategy,
-                                               in_axes=(0, 0, 0, None, 0))
-  run_workers = worker_mesh.per_worker(
-      worker_step,
-      in_layouts=(parallel.PER_WORKER,) * 3 + (parallel.BATCH,) * 2
-      + (parallel.PER_WORKER, parallel.REPLICATED, parallel.REPLICATED),
-  )
-
-  def train_step(state: TrainState, batch: dict[str, jax.Array], schedule: Schedule):
-    worker_rngs = jax.random.split(jax.random.fold_in(state.rng, state.step),
-                                   worker_mesh.num_workers)
-    params, batch_stats, opt_state, metrics = run_workers(
-        state.params, state.batch_stats, state.opt_state, batch["image"], batch["label"],
-        worker_rngs, schedule, (state.step + 1) % norms_every == 0,
-    )
-    new_state = TrainState(step=state.step + 1, params=params, batch_stats=batch_stats,
-                           opt_state=opt_state, rng=state.rng)
-    if strategy is not None:
-      metrics = {**metrics, **_strategy_metrics(strategy, state.opt_state, opt_state)}
-    if lr_schedule is not None:
-      metrics["learning_rate"] = lr_schedule(state.step)
-    return new_state, metrics
-
-  return jax.jit(train_step, donate_argnums=0)
+  return apply_strategy
 
 
 def _strategy_metrics(strategy: StrategyDef, old_opt_state: Any,
