@@ -31,15 +31,6 @@ import pytest  # noqa: E402
 from configs import default  # noqa: E402
 
 
-# Whole scripts and several processes: the longest tests start first, so that the xdist
-# workers finish together instead of one running them alone at the end.
-_LONGEST = ("test_scripts.py", "test_multiprocess.py", "test_notebook.py")
-
-
-def pytest_collection_modifyitems(items):
-  items.sort(key=lambda item: item.path.name not in _LONGEST)  # stable: order kept otherwise
-
-
 def pytest_configure(config):
   config.addinivalue_line("markers", "devices(n): the test needs n devices (skipped with fewer)")
 
