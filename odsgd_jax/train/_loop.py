@@ -145,7 +145,8 @@ class _Run:
     self.checkpoints = Checkpoints(workdir, self.train_cfg.max_checkpoints)
     self.identity = experiment.identity()
     self.evaluation = None
-    self.pending = None  # (step, metrics on device): fetched after the next step is dispatched
+    self.pending = None  # (step, norms computed, metrics on device): fetched after the next
+    # step is dispatched
 
   def resume(self) -> None:
     """The latest checkpoint's state and progress, or a fresh start; then the clock."""
@@ -172,14 +173,11 @@ class _Run:
         self.x.train_step, self.state, probe, synchronous_schedule(0, self.x.num_workers),
         self.x.worker_mesh.workers_per_device)
 
-  def _norms_due(self, step: int) -> bool:
-    return step % self.train_cfg.norms_every == 0
-
   def finish_step(self) -> None:
     """Fetches the pending step's metrics, checks them, advances the clock, logs."""
-    step, metrics = self.pending
+    step, norms, metrics = self.pending
     self.pending = None
-    rows = self.x.train_step.metrics(parallel.fetch(metrics), self._norms_due(step))
+    rows = self.x.train_step.metrics(parallel.fetch(metrics), norms)
     metrics = {name: float(np.mean(row)) for name, row in rows.items()}
     if not (np.isfinite(metrics["loss"]) and np.isfinite(metrics.get("param_norm", 0.0))):
       norm = f" (parameter norm {metrics['param_norm']})" if "param_norm" in metrics else ""
@@ -240,11 +238,11 @@ class _Run:
     self.input_s += time.perf_counter() - reading
     self.progress.data_positions += active.astype(np.int64)
     schedule = self.device_schedule(schedule)
-    self.state, metrics = self.x.train_step(self.state, batch, schedule,
-                                            norms=self._norms_due(step))
+    norms = step % self.train_cfg.norms_every == 0
+    self.state, metrics = self.x.train_step(self.state, batch, schedule, norms=norms)
     if self.pending is not None:
       self.finish_step()
-    self.pending = (step, metrics)
+    self.pending = (step, norms, metrics)
 
   def loop(self, preemption: _PreemptionNotice) -> None:
     """Steps to the end, evaluating, checkpointing, and saving on SIGTERM."""

@@ -76,8 +76,8 @@ class TrainStep:
   `plain`, and `with_norms`, which also computes the gradient, update and parameter
   norms (three passes over the model; the loop calls it every `train.norms_every`-th
   step, and it compiles on its first call). Two programs rather than one with a
-  `lax.cond`: the conditional alone cost the plain step 4-10% (buffers kept alive
-  for it, a branch on every step; scripts/benchmark.py).
+  `lax.cond`, which slowed the plain step (buffers kept alive for it, a branch on
+  every step; scripts/benchmark.py).
 
   `metrics` is one float32 array, a row per name of `metric_names[norms]` (sorted;
   known once that program has been traced, by its first call or `lower`) and a
