@@ -274,3 +274,18 @@ def test_the_train_step_compiles_once_per_run(small_config, tmp_path, strategy):
   train_and_evaluate(config, str(tmp_path / "run"), hooks=[kept])
   assert kept.experiment.train_step.plain._cache_size() == 1
   assert kept.experiment.train_step.with_norms._cache_size() == 1  # at steps 10 and 20
+
+
+def test_on_one_device_the_train_step_compiles_once(small_config, tmp_path):
+  """The state is placed with the sharding the step returns it in (mesh axes of size 1
+  left out of the spec): otherwise the second step compiles again."""
+
+  class KeepExperiment(Hook):
+    def on_start(self, experiment, state):
+      self.experiment = experiment
+
+  kept = KeepExperiment()
+  small_config.parallel.num_devices = 1
+  small_config.train.num_steps = 3
+  train_and_evaluate(small_config, str(tmp_path / "run"), hooks=[kept])
+  assert kept.experiment.train_step.plain.compilations() == 1

@@ -19,6 +19,7 @@ reshaped back costs one copy of the parameters and of every state tree per step.
 """
 
 import dataclasses
+import math
 from typing import Any, Callable, Sequence
 
 import jax
@@ -63,7 +64,17 @@ class WorkerMesh:
     return self.mesh.shape[INTRA]
 
   def sharding(self, layout: str) -> NamedSharding:
-    return NamedSharding(self.mesh, _SPECS[layout])
+    """Where arrays of `layout` live. Mesh axes of size 1 are left out of the spec, as
+    XLA leaves them out of a compiled step's outputs: a state placed with them would
+    differ in sharding from the state the step returns, so the step would compile a
+    second time and could not donate the state on its first call."""
+    entries = [axes if self._size(axes) > 1 else None for axes in _SPECS[layout]]
+    while entries and entries[-1] is None:
+      entries.pop()
+    return NamedSharding(self.mesh, P(*entries))
+
+  def _size(self, axes: str | tuple[str, ...]) -> int:
+    return math.prod(self.mesh.shape[axis] for axis in ((axes,) if isinstance(axes, str) else axes))
 
   def per_worker(
       self, worker_fn: Callable[..., Any], in_layouts: Sequence[str], out_layouts: Any = PER_WORKER

@@ -56,7 +56,7 @@ def init_state(model: nn.Module, tx: optax.GradientTransformation, worker_mesh: 
   variables, rng = jax.jit(init_model)(jax.random.PRNGKey(seed))
   abstract = jax.eval_shape(place, variables, rng)
   shardings = state_shardings(abstract, per_worker, replicated)
-  return jax.jit(place, out_shardings=shardings, donate_argnums=(0, 1))(variables, rng)
+  return jax.jit(place, out_shardings=shardings)(variables, rng)
 
 
 def state_shardings(state: TrainState, per_worker, replicated) -> TrainState:
