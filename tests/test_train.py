@@ -1,5 +1,6 @@
 """The whole loop: outputs, devices, resume bit for bit, divergence, BatchNorm."""
 
+import dataclasses
 import importlib
 import json
 import os
@@ -272,8 +273,8 @@ def test_the_train_step_compiles_once_per_run(small_config, tmp_path, strategy):
   config.train.num_steps = 12
   config.optimizer.warmup_steps = 0
   train_and_evaluate(config, str(tmp_path / "run"), hooks=[kept])
-  assert kept.experiment.train_step.plain._cache_size() == 1
-  assert kept.experiment.train_step.with_norms._cache_size() == 1  # at steps 10 and 20
+  assert kept.experiment.train_step.plain.compilations() == 1
+  assert kept.experiment.train_step.with_norms.compilations() == 1  # at steps 10 and 20
 
 
 def test_on_one_device_the_train_step_compiles_once(small_config, tmp_path):
@@ -289,3 +290,35 @@ def test_on_one_device_the_train_step_compiles_once(small_config, tmp_path):
   small_config.train.num_steps = 3
   train_and_evaluate(small_config, str(tmp_path / "run"), hooks=[kept])
   assert kept.experiment.train_step.plain.compilations() == 1
+
+
+@pytest.mark.parametrize("name,options", [("odsgd", {"local_lr": 0.1, "warmup_steps": 1}),
+                                          ("pseudo_sync", {})])
+def test_large_replaced_tensors_are_not_donated_and_the_step_is_unchanged(name, options):
+  """A delayed strategy's parameters and pending gradients are replaced whole every
+  tick: their tensors of at least FRESH_BUFFER_MIN_BYTES per worker stay out of the
+  donation (their input buffers outlive the step), everything else is donated, and the
+  states are bit for bit those of the program that donates everything."""
+  model = make_model("mlp", 10, hidden_sizes=(512,))  # kernel 40 x 512: 80 KiB per worker
+  strategy = get_strategy(name)
+  tx = strategy.make(optax.sgd(0.1, momentum=0.9), axis_name=parallel.WORKER_AXES, **options)
+  worker_mesh = parallel.make_worker_mesh(2, 1)
+  steps = {donation: make_train_step(model, tx, worker_mesh, kept)
+           for donation, kept in (("split", strategy),
+                                  ("whole", dataclasses.replace(strategy, replaced_each_tick=())))}
+  states = {donation: init_state(model, tx, worker_mesh, (40,), seed=0) for donation in steps}
+  rng = np.random.default_rng(0)
+  for _ in range(3):
+    batch = jax.device_put({"image": rng.normal(size=(2, 8, 40)).astype(np.float32),
+                            "label": rng.integers(0, 10, (2, 8)).astype(np.int32)},
+                           worker_mesh.sharding(parallel.BATCH))
+    before = states["split"]
+    states = {donation: step(states[donation], batch, synchronous_schedule(0, 2))[0]
+              for donation, step in steps.items()}
+  assert_trees_equal(states["split"], states["whole"])
+  assert steps["split"].plain.split._cache_size() == 1
+  assert steps["whole"].plain.split._cache_size() == 0
+  assert not before.params["Dense_0"]["kernel"].is_deleted()
+  assert not before.opt_state.pending_grads["Dense_0"]["kernel"].is_deleted()
+  assert before.params["Dense_1"]["kernel"].is_deleted()  # 20 KiB: donated
+  assert before.opt_state.inner_state[0].trace["Dense_0"]["kernel"].is_deleted()

@@ -62,6 +62,14 @@ class StrategyDef:
     inner_updates_per_tick: `f(num_workers)`, how many times a tick steps the
       inner optimizer (asgd: once per arriving gradient, N on a full tick). A
       learning-rate schedule written in ticks divides the inner count by it.
+    replaced_each_tick: dotted fields of the train state ("params",
+      "opt_state.pending_grads") that a tick replaces whole while other work of the
+      tick still reads their old values: the pending gradients (the all-reduce reads
+      them) and, where the update of one tensor does not wait for the gradients of
+      the others (as ssgd's all-reduce of every gradient makes it), the parameters
+      (the backward pass reads them). The train step does not donate their large
+      tensors (odsgd_jax/train/_donation.py): donated, XLA copies their old values
+      aside at the start of the step (scripts/benchmark.py).
   """
 
   make: Callable[..., optax.GradientTransformationExtraArgs]
@@ -71,6 +79,7 @@ class StrategyDef:
   communication_state: Callable[[Any], Any] = _no_communication
   round_end: Callable[[Any], Any] | None = None
   inner_updates_per_tick: Callable[[int], int] = lambda num_workers: 1
+  replaced_each_tick: tuple[str, ...] = ()
 
   def options(self) -> dict[str, Any]:
     """The factory's keyword options that a config sets, and their defaults (not
@@ -93,6 +102,10 @@ class StrategyDef:
                          **{**self.options(), **options})
 
 
+# One-step-delay strategies: the all-reduce reads the pending gradients, and a
+# tensor's update does not wait for the other tensors' gradients.
+_DELAYED_GRADIENTS = ("params", "opt_state.pending_grads")
+
 STRATEGIES: dict[str, StrategyDef] = {
     "ssgd": StrategyDef(make=ssgd, model_params=ssgd_model_params,
                         timeline=cluster.SynchronousTimeline,
@@ -106,10 +119,12 @@ STRATEGIES: dict[str, StrategyDef] = {
                        communication_state=_communication_field),
     "odsgd": StrategyDef(make=odsgd, model_params=odsgd_model_params,
                          timeline=cluster.PipelinedTimeline,
-                         communication_state=_communication_field),
+                         communication_state=_communication_field,
+                         replaced_each_tick=_DELAYED_GRADIENTS),
     "pseudo_sync": StrategyDef(make=pseudo_sync, model_params=pseudo_sync_model_params,
                                timeline=cluster.PipelinedTimeline, log=pseudo_sync_log,
-                               communication_state=_communication_field),
+                               communication_state=_communication_field,
+                               replaced_each_tick=_DELAYED_GRADIENTS),
     "local_sgd": StrategyDef(make=local_sgd, model_params=local_sgd_model_params,
                              timeline=cluster.LocalSgdTimeline, log=local_sgd_log,
                              communication_state=_communication_field,

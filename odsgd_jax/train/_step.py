@@ -11,6 +11,7 @@ import optax
 from odsgd_jax import parallel
 from odsgd_jax.cluster import Schedule
 from odsgd_jax.strategies import StrategyDef
+from odsgd_jax.train._donation import StepProgram
 
 
 class TrainState(NamedTuple):
@@ -85,11 +86,11 @@ class TrainStep:
   one per metric (each a buffer on every device).
   """
 
-  plain: Callable[..., Any]
-  with_norms: Callable[..., Any]
+  plain: StepProgram
+  with_norms: StepProgram
   metric_names: dict[bool, list[str]]
 
-  def program(self, norms: bool = False) -> Callable[..., Any]:
+  def program(self, norms: bool = False) -> StepProgram:
     return self.with_norms if norms else self.plain
 
   def __call__(self, state, batch, schedule, norms: bool = False):
@@ -114,7 +115,7 @@ def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
   step's batch. `strategy.log` adds the strategy's own metrics; `lr_schedule` (of
   the tick) the learning rate, computed here rather than on the host at every step.
   With `norms`, the gradient, update and parameter norms too. The input state is
-  donated.
+  donated, but for the large tensors of `strategy.replaced_each_tick` (`StepProgram`).
   """
   strategy_update = parallel.per_worker_update(worker_mesh, _apply_strategy(tx),
                                                in_axes=(0, 0, 0, None, 0))
@@ -165,7 +166,7 @@ def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
       return new_state, jnp.stack([jnp.broadcast_to(metrics[name], (worker_mesh.num_workers,))
                                    .astype(jnp.float32) for name in names])
 
-    return jax.jit(train_step, donate_argnums=0)
+    return StepProgram(train_step, strategy.replaced_each_tick if strategy is not None else ())
 
   return TrainStep(plain=build(False), with_norms=build(True), metric_names=metric_names)
 
