@@ -67,7 +67,10 @@ class StrategyDef:
       tick still reads their old values: the pending gradients (the all-reduce reads
       them) and, where the update of one tensor does not wait for the gradients of
       the others (as ssgd's all-reduce of every gradient makes it), the parameters
-      (the backward pass reads them). The train step does not donate their large
+      (the backward pass reads them), and the state that a select of the first ticks
+      keeps (odsgd's first delayed tick, pseudo_sync's first two: XLA fuses the
+      state's update into the select and into the parameter update, which reads the
+      old values). The train step does not donate their large
       tensors (odsgd_jax/train/_donation.py): donated, XLA copies their old values
       aside at the start of the step (scripts/benchmark.py).
   """
@@ -102,9 +105,14 @@ class StrategyDef:
                          **{**self.options(), **options})
 
 
-# One-step-delay strategies: the all-reduce reads the pending gradients, and a
-# tensor's update does not wait for the other tensors' gradients.
-_DELAYED_GRADIENTS = ("params", "opt_state.pending_grads")
+# One-step-delay strategies: the all-reduce reads the pending gradients, a tensor's
+# update does not wait for the other tensors' gradients, and the state that the first
+# ticks' selects keep is also read by the parameter update.
+_ODSGD_REPLACED = ("params", "opt_state.pending_grads", "opt_state.inner_state",
+                   "opt_state.spike")
+_PSEUDO_SYNC_REPLACED = ("params", "opt_state.pending_grads", "opt_state.inner_state",
+                         "opt_state.prediction", "opt_state.error_mean",
+                         "opt_state.error_abs_mean", "opt_state.spike")
 
 STRATEGIES: dict[str, StrategyDef] = {
     "ssgd": StrategyDef(make=ssgd, model_params=ssgd_model_params,
@@ -120,11 +128,11 @@ STRATEGIES: dict[str, StrategyDef] = {
     "odsgd": StrategyDef(make=odsgd, model_params=odsgd_model_params,
                          timeline=cluster.PipelinedTimeline,
                          communication_state=_communication_field,
-                         replaced_each_tick=_DELAYED_GRADIENTS),
+                         replaced_each_tick=_ODSGD_REPLACED),
     "pseudo_sync": StrategyDef(make=pseudo_sync, model_params=pseudo_sync_model_params,
                                timeline=cluster.PipelinedTimeline, log=pseudo_sync_log,
                                communication_state=_communication_field,
-                               replaced_each_tick=_DELAYED_GRADIENTS),
+                               replaced_each_tick=_ODSGD_REPLACED),
     "local_sgd": StrategyDef(make=local_sgd, model_params=local_sgd_model_params,
                              timeline=cluster.LocalSgdTimeline, log=local_sgd_log,
                              communication_state=_communication_field,
