@@ -40,6 +40,8 @@ class StepProgram:
 
   def _layout(self, state: Any) -> tuple[Any, tuple[bool, ...]] | None:
     """(treedef, which leaves are kept), or None when every leaf is donated."""
+    if not self.kept:
+      return None
     treedef = jax.tree.structure(state)
     if treedef not in self._layouts:
       paths = jax.tree_util.tree_flatten_with_path(state)[0]
@@ -49,26 +51,21 @@ class StepProgram:
     mask = self._layouts[treedef]
     return (treedef, mask) if any(mask) else None
 
-  def arguments(self, state: Any, batch: Any, schedule: Any) -> tuple[Any, ...]:
-    layout = self._layout(state) if self.kept else None
-    if layout is None:
-      return state, batch, schedule
-    return (layout, *_split(jax.tree.leaves(state), layout[1]), batch, schedule)
-
-  def program(self, state: Any) -> Any:
-    """The jitted function that `state` goes through."""
-    return self.whole if not self.kept or self._layout(state) is None else self.split
-
   def __call__(self, state: Any, batch: Any, schedule: Any):
-    arguments = self.arguments(state, batch, schedule)
-    if len(arguments) == 3:
-      return self.whole(*arguments)
-    layout = arguments[0]
-    donated, kept_leaves, metrics = self.split(*arguments)
-    return layout[0].unflatten(_merge(donated, kept_leaves, layout[1])), metrics
+    layout = self._layout(state)
+    if layout is None:
+      return self.whole(state, batch, schedule)
+    treedef, mask = layout
+    donated, kept_leaves, metrics = self.split(layout, *_split(jax.tree.leaves(state), mask),
+                                               batch, schedule)
+    return treedef.unflatten(_merge(donated, kept_leaves, mask)), metrics
 
   def lower(self, state: Any, batch: Any, schedule: Any):
-    return self.program(state).lower(*self.arguments(state, batch, schedule))
+    layout = self._layout(state)
+    if layout is None:
+      return self.whole.lower(state, batch, schedule)
+    return self.split.lower(layout, *_split(jax.tree.leaves(state), layout[1]), batch,
+                            schedule)
 
   def compilations(self) -> int:
     """Programs compiled so far (one per state structure and input shapes)."""
