@@ -53,7 +53,7 @@ MODELS = {
     "mlp_wide": ("mlp", (40,), {"hidden_sizes": (1024, 1024)}, 16),
     "resnet20": ("resnet20", (32, 32, 3), {}, 8),
 }
-NEVER = 2**30
+NEVER = 2**30  # a local SGD period no run reaches: only non-sync steps
 # (row name, strategy, options, the norms steps' program). odsgd without warm-up: its
 # delayed step is what runs after the first 200 steps; an endless period: only non-sync
 # steps.

@@ -106,13 +106,11 @@ class StrategyDef:
 
 
 # One-step-delay strategies: the all-reduce reads the pending gradients, a tensor's
-# update does not wait for the other tensors' gradients, and the state that the first
-# ticks' selects keep is also read by the parameter update.
-_ODSGD_REPLACED = ("params", "opt_state.pending_grads", "opt_state.inner_state",
-                   "opt_state.spike")
-_PSEUDO_SYNC_REPLACED = ("params", "opt_state.pending_grads", "opt_state.inner_state",
-                         "opt_state.prediction", "opt_state.error_mean",
-                         "opt_state.error_abs_mean", "opt_state.spike")
+# update does not wait for the other tensors' gradients, and the inner optimizer's (and
+# spike compensation's) state that the first ticks' selects keep is also read by the
+# parameter update.
+_DELAYED_REPLACED = ("params", "opt_state.pending_grads", "opt_state.inner_state",
+                     "opt_state.spike")
 
 STRATEGIES: dict[str, StrategyDef] = {
     "ssgd": StrategyDef(make=ssgd, model_params=ssgd_model_params,
@@ -128,11 +126,11 @@ STRATEGIES: dict[str, StrategyDef] = {
     "odsgd": StrategyDef(make=odsgd, model_params=odsgd_model_params,
                          timeline=cluster.PipelinedTimeline,
                          communication_state=_communication_field,
-                         replaced_each_tick=_ODSGD_REPLACED),
+                         replaced_each_tick=_DELAYED_REPLACED),
     "pseudo_sync": StrategyDef(make=pseudo_sync, model_params=pseudo_sync_model_params,
                                timeline=cluster.PipelinedTimeline, log=pseudo_sync_log,
                                communication_state=_communication_field,
-                               replaced_each_tick=_ODSGD_REPLACED),
+                               replaced_each_tick=_DELAYED_REPLACED),
     "local_sgd": StrategyDef(make=local_sgd, model_params=local_sgd_model_params,
                              timeline=cluster.LocalSgdTimeline, log=local_sgd_log,
                              communication_state=_communication_field,

@@ -145,8 +145,8 @@ class _Run:
     self.checkpoints = Checkpoints(workdir, self.train_cfg.max_checkpoints)
     self.identity = experiment.identity()
     self.evaluation = None
-    self.pending = None  # (step, norms computed, metrics on device): fetched after the next
-    # step is dispatched
+    # (step, norms computed, metrics on device): fetched after the next step is dispatched
+    self.pending = None
 
   def resume(self) -> None:
     """The latest checkpoint's state and progress, or a fresh start; then the clock."""
