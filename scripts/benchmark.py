@@ -55,8 +55,8 @@ MODELS = {
 }
 NEVER = 2**30  # a local SGD period no run reaches: only non-sync steps
 # (row name, strategy, options, the norms steps' program). odsgd without warm-up: its
-# delayed step is what runs after the first 200 steps; an endless period: only non-sync
-# steps.
+# steady program, which every tick after the warm-up runs, does not depend on the
+# warm-up's length and starts sooner; an endless period: only non-sync steps.
 ENTRIES = [
     ("ssgd", "ssgd", {}, False),
     ("ssgd (norms step)", "ssgd", {}, True),
@@ -185,7 +185,9 @@ def shard_map_baseline(model, input_shape, batch_per_device, devices) -> Step:
 def strategy_step(model, input_shape, batch_per_device, worker_mesh, name, options,
                   norms) -> Step:
   """The training loop's step of strategy `name`, the schedule already on the devices;
-  with `norms`, the program of the steps that compute the norms."""
+  with `norms`, the program of the steps that compute the norms. A strategy with a
+  steady program (`StrategyDef.steady_from`) takes its first ticks as the loop does and
+  is timed in the steady program, which every later tick runs."""
   strategy = get_strategy(name)
   tx = strategy.make(INNER, axis_name=parallel.WORKER_AXES, **options)
   n = worker_mesh.num_workers
@@ -193,9 +195,13 @@ def strategy_step(model, input_shape, batch_per_device, worker_mesh, name, optio
                           "label": np.zeros((n, batch_per_device), np.int32)},
                          worker_mesh.sharding(parallel.BATCH))
   schedule = jax.device_put(synchronous_schedule(0, n), worker_mesh.sharding(parallel.REPLICATED))
-  step = make_train_step(model, tx, worker_mesh, strategy).program(norms)
+  steady_from = strategy.steady_tick(options)
+  train_step = make_train_step(model, tx, worker_mesh, strategy, steady_from=steady_from)
   state = init_state(model, tx, worker_mesh, input_shape, seed=0)
-  return _StrategyStep(step, state, batch, schedule, tx)
+  for step in range(steady_from or 0):
+    state, _ = train_step(state, batch, schedule, steady=train_step.steady(step))
+  return _StrategyStep(train_step.program(norms, steady=steady_from is not None), state, batch,
+                       schedule, tx)
 
 
 class _StrategyStep(Step):

@@ -4,6 +4,8 @@ Each worker has its own batches; `run_jax` runs a registered strategy under
 `jax.vmap` and returns every worker's parameters after every tick.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -36,28 +38,33 @@ def homogeneous_schedules():
           for t in range(T)]
 
 
-def run_jax(name, inner, schedules, num_workers=N, with_logs=False, **options):
+def run_jax(name, inner, schedules, num_workers=N, with_logs=False, steady_from=None,
+            **options):
   """The registered strategy under vmap: per-tick params (T, N, DIM) and the model
-  (and, `with_logs`, the strategy's logged metrics after every tick)."""
+  (and, `with_logs`, the strategy's logged metrics after every tick). From tick
+  `steady_from` on, `update(..., steady=True)`, as the train step calls it."""
   tx = STRATEGIES[name].make(inner, axis_name=AXIS, **options)
   features = jnp.asarray(FEATURES[:, :num_workers], jnp.float32)
   targets = jnp.asarray(TARGETS[:, :num_workers], jnp.float32)
 
-  def worker_tick(x, opt_state, t, schedule):
+  def worker_tick(x, opt_state, t, schedule, **steady):
     worker = jax.lax.axis_index(AXIS)
     a, b = features[t, worker], targets[t, worker]
     residual = a @ x - b
     grads, loss = a.T @ residual / BATCH, 0.5 * jnp.mean(residual**2)
-    updates, opt_state = tx.update(grads, opt_state, x, schedule=schedule, loss=loss)
+    updates, opt_state = tx.update(grads, opt_state, x, schedule=schedule, loss=loss, **steady)
     return optax.apply_updates(x, updates), opt_state
 
-  tick = jax.jit(jax.vmap(worker_tick, in_axes=(0, 0, None, None), axis_name=AXIS))
+  general_tick, steady_tick = (
+      jax.jit(jax.vmap(functools.partial(worker_tick, **steady), in_axes=(0, 0, None, None),
+                       axis_name=AXIS)) for steady in ({}, {"steady": True}))
   x = jnp.tile(jnp.asarray(X0, jnp.float32), (num_workers, 1))
   opt_state = jax.vmap(tx.init)(x)
   history, logs = [], []
   for t, (active, order) in enumerate(schedules):
     schedule = Schedule(active=jnp.asarray(active[:num_workers]),
                         arrival_order=jnp.asarray(order, jnp.int32)[order < num_workers])
+    tick = steady_tick if steady_from is not None and t >= steady_from else general_tick
     x, opt_state = tick(x, opt_state, t, schedule)
     history.append(np.asarray(x))
     logs.append({k: float(np.mean(v)) for k, v in STRATEGIES[name].log(opt_state).items()})

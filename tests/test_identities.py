@@ -5,6 +5,7 @@ import optax
 import pytest
 
 from tests import numpy_reference as ref
+from odsgd_jax.strategies import STRATEGIES
 from tests.least_squares import (N, T, X0, heterogeneous_schedules, homogeneous_schedules,
                                  numpy_grad, run_jax)
 
@@ -91,3 +92,29 @@ def test_local_replicas_are_identical_right_after_each_round_end(name, options, 
       assert spread <= 4 * np.finfo(np.float32).eps * np.abs(history[t]).max(), f"tick {t}"
     elif t % 3 == 1:
       assert spread > 0.0, f"tick {t} is inside a round: the workers drift apart"
+
+
+@pytest.mark.parametrize("name,options", [
+    ("odsgd", {"local_lr": 0.05, "warmup_steps": 3}),
+    ("odsgd", {"local_lr": 0.05, "warmup_steps": 1, "local_optimizer": "replay",
+               "correction": "spike"}),
+    ("odsgd", {"local_lr": 0.05, "warmup_steps": 2, "local_optimizer": "momentum",
+               "correction": "predict", "compression": "topk:0.5"}),
+    ("pseudo_sync", {}),
+    ("pseudo_sync", {"correction": "replay+spike"}),
+    ("pseudo_sync", {"correction": "predict", "confidence": "fixed", "alpha": 0.7}),
+])
+def test_the_steady_update_continues_the_general_one_bit_for_bit(name, options):
+  """From the strategy's `steady_from` tick on, `update(..., steady=True)` (the train
+  step's steady program: no conditional, no selects) is the general update exactly;
+  a tick earlier it is not (the transitions it leaves out do something)."""
+  inner = optax.sgd(0.05, momentum=0.9)
+  steady_from = STRATEGIES[name].steady_tick(options)
+  general, general_model = run_jax(name, inner, homogeneous_schedules(), **options)
+  steady, steady_model = run_jax(name, inner, homogeneous_schedules(), steady_from=steady_from,
+                                 **options)
+  np.testing.assert_array_equal(steady, general)
+  np.testing.assert_array_equal(steady_model, general_model)
+  early, _ = run_jax(name, inner, homogeneous_schedules(), steady_from=steady_from - 1,
+                     **options)
+  assert np.abs(early - general).max() > 1e-6

@@ -80,7 +80,7 @@ def collectives_on_batch(hlo_text):
   return dependent
 
 
-def _compiled_step(name, **options):
+def _compiled_step(name, steady=False, **options):
   num_workers = 8
   worker_mesh = parallel.make_worker_mesh(num_workers, 8)
   model = make_model("cnn1d", 10)
@@ -90,7 +90,9 @@ def _compiled_step(name, **options):
   batch = jax.device_put({"image": np.zeros((num_workers, 4, 40), np.float32),
                           "label": np.zeros((num_workers, 4), np.int32)},
                          worker_mesh.sharding(parallel.BATCH))
-  step = make_train_step(model, tx, worker_mesh, strategy).plain
+  steady_from = strategy.steady_tick(options) if steady else None
+  step = make_train_step(model, tx, worker_mesh, strategy, steady_from=steady_from).program(
+      steady=steady)
   return step.lower(state, batch, synchronous_schedule(0, num_workers)).compile().as_text()
 
 
@@ -99,8 +101,9 @@ def _compiled_step(name, **options):
     ("odsgd", {"local_lr": 0.05, "warmup_steps": 0, "local_optimizer": "dcasgd"}),
     ("pseudo_sync", {}),
 ])
-def test_delayed_strategies_all_reduce_nothing_from_this_batch(name, options):
-  hlo = _compiled_step(name, **options)
+@pytest.mark.parametrize("steady", [False, True])  # the first ticks' program and the later
+def test_delayed_strategies_all_reduce_nothing_from_this_batch(name, options, steady):
+  hlo = _compiled_step(name, steady, **options)
   assert re.search(r"all-reduce(-start)?\(", hlo), "the step must still synchronize"
   assert collectives_on_batch(hlo) == []
 

@@ -272,9 +272,12 @@ def test_the_train_step_compiles_once_per_run(small_config, tmp_path, strategy):
   config.cluster.jitter = 0.2
   config.train.num_steps = 12
   config.optimizer.warmup_steps = 0
+  config.train.norms_every = 5
   train_and_evaluate(config, str(tmp_path / "run"), hooks=[kept])
-  assert kept.experiment.train_step.plain.compilations() == 1
-  assert kept.experiment.train_step.with_norms.compilations() == 1  # at steps 10 and 20
+  train_step = kept.experiment.train_step
+  used = {(step % 5 == 0, train_step.steady(step - 1)) for step in range(1, 13)}
+  assert {key: program.compilations() for key, program in train_step.programs.items()} \
+      == {key: int(key in used) for key in train_step.programs}
 
 
 def test_on_one_device_the_train_step_compiles_once(small_config, tmp_path):
@@ -289,7 +292,7 @@ def test_on_one_device_the_train_step_compiles_once(small_config, tmp_path):
   small_config.parallel.num_devices = 1
   small_config.train.num_steps = 3
   train_and_evaluate(small_config, str(tmp_path / "run"), hooks=[kept])
-  assert kept.experiment.train_step.plain.compilations() == 1
+  assert kept.experiment.train_step.program().compilations() == 1
 
 
 @pytest.mark.parametrize("name,options", [("odsgd", {"local_lr": 0.1, "warmup_steps": 1}),
@@ -303,21 +306,24 @@ def test_large_replaced_tensors_are_not_donated_and_the_step_is_unchanged(name, 
   strategy = get_strategy(name)
   tx = strategy.make(optax.sgd(0.1, momentum=0.9), axis_name=parallel.WORKER_AXES, **options)
   worker_mesh = parallel.make_worker_mesh(2, 1)
-  steps = {donation: make_train_step(model, tx, worker_mesh, kept)
+  steady_from = strategy.steady_tick(options)  # the third step runs the steady program
+  steps = {donation: make_train_step(model, tx, worker_mesh, kept, steady_from=steady_from)
            for donation, kept in (("split", strategy),
                                   ("whole", dataclasses.replace(strategy, replaced_each_tick=())))}
   states = {donation: init_state(model, tx, worker_mesh, (40,), seed=0) for donation in steps}
   rng = np.random.default_rng(0)
-  for _ in range(3):
+  for tick in range(3):
     batch = jax.device_put({"image": rng.normal(size=(2, 8, 40)).astype(np.float32),
                             "label": rng.integers(0, 10, (2, 8)).astype(np.int32)},
                            worker_mesh.sharding(parallel.BATCH))
     before = states["split"]
-    states = {donation: step(states[donation], batch, synchronous_schedule(0, 2))[0]
+    states = {donation: step(states[donation], batch, synchronous_schedule(0, 2),
+                             steady=step.steady(tick))[0]
               for donation, step in steps.items()}
   assert_trees_equal(states["split"], states["whole"])
-  assert steps["split"].plain.split._cache_size() == 1
-  assert steps["whole"].plain.split._cache_size() == 0
+  for steady in (False, True):
+    assert steps["split"].program(steady=steady).split._cache_size() == 1
+    assert steps["whole"].program(steady=steady).split._cache_size() == 0
   assert not before.params["Dense_0"]["kernel"].is_deleted()
   assert not before.opt_state.pending_grads["Dense_0"]["kernel"].is_deleted()
   assert not before.opt_state.inner_state[0].trace["Dense_0"]["kernel"].is_deleted()

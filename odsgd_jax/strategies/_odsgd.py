@@ -96,6 +96,11 @@ def odsgd(
   `local_lr = 0` is plain one-step-delayed SGD. For the first `warmup_steps`
   steps it is synchronous SGD (authors: 200).
 
+  `update(..., steady=True)`, for a caller that knows that `count > warmup_steps`
+  (the train step, from tick `warmup_steps + 1` on: `odsgd_steady_from`), is the
+  delayed step alone, compiled without the warm-up's conditional and the first
+  delayed step's selects (which cost copies of the state; scripts/benchmark.py).
+
   Args:
     inner: the global optimizer, applied to the averaged delayed gradient.
     axis_name: the worker axis (or tuple of axes).
@@ -152,18 +157,19 @@ def odsgd(
     return _local_step(local_optimizer, global_params, previous_global, grads, momentum,
                        local_lr_fn(count), local_momentum, local_weight_decay, dc_lambda)
 
-  def delayed_step(grads, state):
+  def delayed_step(grads, state, steady=False):
     mean_pending, comm_state = comm.exchange(communication, state.pending_grads,
                                                      state.communication, axis_name)
     fed, spike_state = mean_pending, state.spike
     if spike:
       fed, spike_state = delay.spike(mean_pending, state.spike, 1, inner_momentum)
     step, inner_state = inner.update(fed, state.inner_state, state.global_params)
-    has_pending = state.count > warmup_steps  # the first delayed step has nothing pending
-    global_params = optax.tree.where(
-        has_pending, optax.apply_updates(state.global_params, step), state.global_params)
-    inner_state = optax.tree.where(has_pending, inner_state, state.inner_state)
-    spike_state = optax.tree.where(has_pending, spike_state, state.spike) if spike else None
+    global_params = optax.apply_updates(state.global_params, step)
+    if not steady:  # the first delayed step has nothing pending
+      has_pending = state.count > warmup_steps
+      global_params = optax.tree.where(has_pending, global_params, state.global_params)
+      inner_state = optax.tree.where(has_pending, inner_state, state.inner_state)
+      spike_state = optax.tree.where(has_pending, spike_state, state.spike) if spike else None
     params, local = compensate(global_params, state.global_params, grads, state.local_momentum,
                                state.count, inner_state, spike_state)
     return params, OdsgdState(global_params, inner_state, grads, local,
@@ -181,9 +187,11 @@ def odsgd(
                                      state.local_momentum, optax.safe_increment(state.count),
                                      comm_state, spike_state)
 
-  def update_fn(grads, state, params=None, **extra_args):
+  def update_fn(grads, state, params=None, *, steady=False, **extra_args):
     del extra_args
-    if warmup_steps:
+    if steady:  # the caller vouches that count > warmup_steps: no select, no conditional
+      new_params, new_state = delayed_step(grads, state, steady=True)
+    elif warmup_steps:
       new_params, new_state = jax.lax.cond(comm.uniform(state.count < warmup_steps, axis_name),
                                            synchronous_step, delayed_step, grads, state)
     else:  # no conditional in the program: its only all-reduce reads P_i
@@ -197,3 +205,9 @@ def odsgd_model_params(worker_params: Any, worker_opt_state: OdsgdState) -> Any:
   """The model of an odsgd run: the global weights W (not the compensated x_i)."""
   del worker_params
   return comm.first_worker(worker_opt_state.global_params)
+
+
+def odsgd_steady_from(options: dict[str, Any]) -> int:
+  """The first tick of `update(..., steady=True)`: after the warm-up and the first
+  delayed step (which has nothing pending)."""
+  return options["warmup_steps"] + 1

@@ -64,7 +64,9 @@ def pseudo_sync(
 
   No update at the first step (nothing is pending); at the second, S_prev =
   G_prev. All replicas stay identical. `confidence="fixed", alpha=1` is plain
-  one-step-delayed SGD.
+  one-step-delayed SGD. `update(..., steady=True)`, for a caller that knows that
+  `count >= 2` (the train step, from tick 2 on), leaves out the selects of those two
+  ticks (they make XLA pass over the state twice; scripts/benchmark.py).
 
   Delay corrections (`correction`, odsgd_jax/strategies/_delay.py): "spike" feeds the
   inner optimizer the spike-compensated S for a delay of one update (`inner_momentum`: the
@@ -113,12 +115,13 @@ def pseudo_sync(
         spike=delay.spike_init(params) if spike else None,
     )
 
-  def update_fn(grads, state, params=None, **extra_args):
+  def update_fn(grads, state, params=None, *, steady=False, **extra_args):
     del extra_args
     mean_pending, comm_state = comm.exchange(communication, state.pending_grads,
                                                      state.communication, axis_name)
-    first = state.count == 1  # the first gradient: no history to smooth with
-    previous = optax.tree.where(first, mean_pending, state.prediction)
+    previous = state.prediction
+    if not steady:  # the first gradient (count 1) has no history to smooth with
+      previous = optax.tree.where(state.count == 1, mean_pending, state.prediction)
     error = optax.tree.sub(mean_pending, previous)
     error_mean = jax.tree.map(lambda a, e: phi * a + (1 - phi) * e, state.error_mean, error)
     error_abs_mean = jax.tree.map(lambda m, e: phi * m + (1 - phi) * jnp.abs(e),
@@ -136,10 +139,12 @@ def pseudo_sync(
       fed, spike_state = delay.spike(prediction, state.spike, 1, inner_momentum)
     weights = state.weights if keeps_weights else params
     step, inner_state = inner.update(fed, state.inner_state, weights)
-    has_pending = state.count > 0
-    keep = lambda new, old: optax.tree.where(has_pending, new, old)
+    if steady:
+      keep = lambda new, old: new
+    else:  # nothing is pending at count 0: no update, the state stays
+      keep = lambda new, old: optax.tree.where(state.count > 0, new, old)
+      step = optax.tree.where(state.count > 0, step, optax.tree.zeros_like(step))
     inner_state = keep(inner_state, state.inner_state)
-    step = optax.tree.where(has_pending, step, optax.tree.zeros_like(step))
     weights = optax.apply_updates(weights, step)
     new_state = PseudoSyncState(
         inner_state=inner_state, pending_grads=grads,
@@ -175,3 +180,9 @@ def pseudo_sync_model_params(worker_params: Any, worker_opt_state: PseudoSyncSta
 def pseudo_sync_log(worker_opt_state: PseudoSyncState) -> dict[str, jax.Array]:
   """The confidence coefficient alpha, averaged over tensors."""
   return {"alpha": jnp.mean(jnp.stack(jax.tree.leaves(worker_opt_state.alpha)), axis=0)}
+
+
+def pseudo_sync_steady_from(options: dict[str, Any]) -> int:
+  """The first tick of `update(..., steady=True)`: the third (ticks 0 and 1 are special)."""
+  del options
+  return 2

@@ -10,8 +10,9 @@ from odsgd_jax.strategies._asgd import asgd, asgd_log, asgd_model_params
 from odsgd_jax import cluster
 from odsgd_jax.strategies._local_sgd import (local_sgd, local_sgd_log, local_sgd_model_params,
                                              local_sgd_round_end, oscars)
-from odsgd_jax.strategies._odsgd import odsgd, odsgd_model_params
-from odsgd_jax.strategies._pseudo_sync import pseudo_sync, pseudo_sync_log, pseudo_sync_model_params
+from odsgd_jax.strategies._odsgd import odsgd, odsgd_model_params, odsgd_steady_from
+from odsgd_jax.strategies._pseudo_sync import (pseudo_sync, pseudo_sync_log,
+                                               pseudo_sync_model_params, pseudo_sync_steady_from)
 from odsgd_jax.strategies._ssgd import ssgd, ssgd_model_params
 from odsgd_jax.strategies._ssp import ssp, ssp_log, ssp_model_params
 
@@ -73,6 +74,11 @@ class StrategyDef:
       old values). The train step does not donate their large
       tensors (odsgd_jax/train/_donation.py): donated, XLA copies their old values
       aside at the start of the step (scripts/benchmark.py).
+    steady_from: `f(options) -> tick` from which every tick takes the same path (odsgd:
+      the delayed step after the warm-up and its first delayed tick; pseudo_sync: once
+      two gradients arrived); the train step then calls `update(..., steady=True)`, a
+      program without the conditional and the selects of the earlier ticks. None: one
+      program throughout.
   """
 
   make: Callable[..., optax.GradientTransformationExtraArgs]
@@ -83,6 +89,7 @@ class StrategyDef:
   round_end: Callable[[Any], Any] | None = None
   inner_updates_per_tick: Callable[[int], int] = lambda num_workers: 1
   replaced_each_tick: tuple[str, ...] = ()
+  steady_from: Callable[[dict[str, Any]], int] | None = None
 
   def options(self) -> dict[str, Any]:
     """The factory's keyword options that a config sets, and their defaults (not
@@ -93,6 +100,12 @@ class StrategyDef:
         for name, p in signature.parameters.items()
         if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in SET_BY_TRAINER
     }
+
+  def steady_tick(self, options: dict[str, Any]) -> int | None:
+    """`steady_from` for these options (the factory's defaults filling the rest)."""
+    if self.steady_from is None:
+      return None
+    return self.steady_from({**self.options(), **options})
 
   def takes(self, option: str) -> bool:
     return option in inspect.signature(self.make).parameters
@@ -126,11 +139,12 @@ STRATEGIES: dict[str, StrategyDef] = {
     "odsgd": StrategyDef(make=odsgd, model_params=odsgd_model_params,
                          timeline=cluster.PipelinedTimeline,
                          communication_state=_communication_field,
-                         replaced_each_tick=_DELAYED_REPLACED),
+                         replaced_each_tick=_DELAYED_REPLACED, steady_from=odsgd_steady_from),
     "pseudo_sync": StrategyDef(make=pseudo_sync, model_params=pseudo_sync_model_params,
                                timeline=cluster.PipelinedTimeline, log=pseudo_sync_log,
                                communication_state=_communication_field,
-                               replaced_each_tick=_DELAYED_REPLACED),
+                               replaced_each_tick=_DELAYED_REPLACED,
+                               steady_from=pseudo_sync_steady_from),
     "local_sgd": StrategyDef(make=local_sgd, model_params=local_sgd_model_params,
                              timeline=cluster.LocalSgdTimeline, log=local_sgd_log,
                              communication_state=_communication_field,

@@ -147,5 +147,6 @@ def build_experiment(config: ml_collections.ConfigDict) -> Experiment:
       config=config, worker_mesh=worker_mesh, spec=spec, train_split=train_split,
       test_split=test_split, model=model, strategy=strategy, tx=tx, lr_schedule=lr_schedule,
       steps_per_epoch=steps_per_epoch,
-      train_step=make_train_step(model, tx, worker_mesh, strategy, lr_schedule),
+      train_step=make_train_step(model, tx, worker_mesh, strategy, lr_schedule,
+                                 strategy.steady_tick(strategy_options(config))),
       eval_step=make_eval_step(model, strategy))

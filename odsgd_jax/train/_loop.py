@@ -239,7 +239,8 @@ class _Run:
     self.progress.data_positions += active.astype(np.int64)
     schedule = self.device_schedule(schedule)
     norms = step % self.train_cfg.norms_every == 0
-    self.state, metrics = self.x.train_step(self.state, batch, schedule, norms=norms)
+    self.state, metrics = self.x.train_step(self.state, batch, schedule, norms=norms,
+                                            steady=self.x.train_step.steady(step - 1))
     if self.pending is not None:
       self.finish_step()
     self.pending = (step, norms, metrics)

@@ -73,12 +73,18 @@ NORMS = ("grad_norm", "update_norm", "param_norm")
 
 @dataclasses.dataclass
 class TrainStep:
-  """The jitted step `(state, batch, schedule) -> (state, metrics)`, in two programs:
-  `plain`, and `with_norms`, which also computes the gradient, update and parameter
-  norms (three passes over the model; the loop calls it every `train.norms_every`-th
-  step, and it compiles on its first call). Two programs rather than one with a
-  `lax.cond`, which slowed the plain step (buffers kept alive for it, a branch on
-  every step; scripts/benchmark.py).
+  """The jitted step `(state, batch, schedule) -> (state, metrics)`, in up to four
+  programs (`StepProgram`), each compiled at its first call, by two choices:
+
+  - `norms`: also compute the gradient, update and parameter norms (three passes over
+    the model; the loop asks for it every `train.norms_every`-th step).
+  - `steady`: from state step `steady_from` on (the strategy's `steady_from`; None:
+    never), the strategy's update without the conditional and selects of its first
+    ticks.
+
+  Separate programs rather than one with a `lax.cond` or a select, which slowed every
+  step (buffers kept alive for the branch not taken, passes over the state twice;
+  scripts/benchmark.py).
 
   `metrics` is one float32 array, a row per name of `metric_names[norms]` (sorted;
   known once that program has been traced, by its first call or `lower`) and a
@@ -86,15 +92,19 @@ class TrainStep:
   one per metric (each a buffer on every device).
   """
 
-  plain: StepProgram
-  with_norms: StepProgram
+  programs: dict[tuple[bool, bool], StepProgram]  # by (norms, steady)
   metric_names: dict[bool, list[str]]
+  steady_from: int | None = None
 
-  def program(self, norms: bool = False) -> StepProgram:
-    return self.with_norms if norms else self.plain
+  def steady(self, step: int) -> bool:
+    """Whether the step from state step `step` (the tick) runs the steady program."""
+    return self.steady_from is not None and step >= self.steady_from
 
-  def __call__(self, state, batch, schedule, norms: bool = False):
-    return self.program(norms)(state, batch, schedule)
+  def program(self, norms: bool = False, steady: bool = False) -> StepProgram:
+    return self.programs[norms, steady]
+
+  def __call__(self, state, batch, schedule, norms: bool = False, steady: bool = False):
+    return self.program(norms, steady)(state, batch, schedule)
 
   def metrics(self, packed: Any, norms: bool = False) -> dict[str, Any]:
     """{name: row} of a step's metrics (host or device array)."""
@@ -103,25 +113,31 @@ class TrainStep:
 
 def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
                     worker_mesh: parallel.WorkerMesh, strategy: StrategyDef | None = None,
-                    lr_schedule: optax.Schedule | None = None) -> TrainStep:
-  """Returns `train_step(state, batch, schedule, norms=False) -> (state, metrics)`.
+                    lr_schedule: optax.Schedule | None = None,
+                    steady_from: int | None = None) -> TrainStep:
+  """Returns `train_step(state, batch, schedule, norms=False, steady=False) -> (state,
+  metrics)`.
 
   Every worker computes its loss and gradient on its own batch; the gradient is
   averaged over the devices of one worker (the "intra" axis), then the strategy
   `tx` decides what every worker's parameters become (it gets the cluster
-  `schedule` and the worker's `loss` as extra arguments). Metrics come back per
+  `schedule` and the worker's `loss` as extra arguments, and `steady=True` in the
+  steady programs). Metrics come back per
   worker, packed into one (metrics, N) array (`TrainStep`), and are averaged on the
   host: a mean over workers inside the step would be one more collective on this
   step's batch. `strategy.log` adds the strategy's own metrics; `lr_schedule` (of
   the tick) the learning rate, computed here rather than on the host at every step.
   With `norms`, the gradient, update and parameter norms too. The input state is
   donated, but for the large tensors of `strategy.replaced_each_tick` (`StepProgram`).
+  `steady_from`: the strategy's `steady_tick` for its options (the caller knows them);
+  None: no steady programs.
   """
-  strategy_update = parallel.per_worker_update(worker_mesh, _apply_strategy(tx),
-                                               in_axes=(0, 0, 0, None, 0))
   metric_names: dict[bool, list[str]] = {False: [], True: []}
 
-  def build(with_norms: bool):
+  def build(with_norms: bool, steady: bool):
+    strategy_update = parallel.per_worker_update(worker_mesh, _apply_strategy(tx, steady),
+                                                 in_axes=(0, 0, 0, None, 0))
+
     def worker_step(params, batch_stats, opt_state, images, labels, rng, schedule):
       def loss_fn(p):
         logits, new_model_state = model.apply(
@@ -168,12 +184,19 @@ def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
 
     return StepProgram(train_step, strategy.replaced_each_tick if strategy is not None else ())
 
-  return TrainStep(plain=build(False), with_norms=build(True), metric_names=metric_names)
+  steadiness = (False, True) if steady_from is not None else (False,)
+  programs = {(norms, steady): build(norms, steady)
+              for norms in (False, True) for steady in steadiness}
+  return TrainStep(programs=programs, metric_names=metric_names, steady_from=steady_from)
 
 
-def _apply_strategy(tx: optax.GradientTransformationExtraArgs) -> Callable[..., Any]:
+def _apply_strategy(tx: optax.GradientTransformationExtraArgs,
+                    steady: bool) -> Callable[..., Any]:
+  extra = {"steady": True} if steady else {}  # only strategies with a steady path take it
+
   def apply_strategy(grads, opt_state, params, schedule, loss):
-    updates, opt_state = tx.update(grads, opt_state, params, schedule=schedule, loss=loss)
+    updates, opt_state = tx.update(grads, opt_state, params, schedule=schedule, loss=loss,
+                                   **extra)
     return optax.apply_updates(params, updates), updates, opt_state
   return apply_strategy
 
