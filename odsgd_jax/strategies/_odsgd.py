@@ -99,7 +99,8 @@ def odsgd(
   `update(..., steady=True)`, for a caller that knows that `count > warmup_steps`
   (the train step, from tick `warmup_steps + 1` on: `odsgd_steady_from`), is the
   delayed step alone, compiled without the warm-up's conditional and the first
-  delayed step's selects (which cost copies of the state; scripts/benchmark.py).
+  delayed step's selects (with them XLA passes over the momentum twice in every tick;
+  scripts/benchmark.py).
 
   Args:
     inner: the global optimizer, applied to the averaged delayed gradient.
