@@ -13,8 +13,10 @@ both), so slow drifts of a shared machine hit both; the ratio is of the medians 
 `--steps` steps after 3 warm-up steps. The strategy steps are the training loop's: the
 schedule already on the devices, the gradient/update/parameter norms left to the steps of
 their own interval (`train.norms_every`, a program of their own: one row times it). Also:
-compiled memory (arguments + temporaries), compile time, strategy state in model copies,
-and the backend compilations after the first step (must be 0). Finally the default
+compiled memory (arguments + temporaries), compile time, the operations of the compiled
+step's entry computation and how many of them are copies (on a small model each is a
+kernel launch per device that costs more than its arithmetic), strategy state in model
+copies, and the backend compilations after the first step (must be 0). Finally the default
 experiment's time waiting for data.
 
 Writes <output>/benchmark.json and benchmark.md.
@@ -23,6 +25,7 @@ Writes <output>/benchmark.json and benchmark.md.
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import time
@@ -53,6 +56,8 @@ MODELS = {
     "mlp_wide": ("mlp", (40,), {"hidden_sizes": (1024, 1024)}, 16),
     "resnet20": ("resnet20", (32, 32, 3), {}, 8),
 }
+# Lines of the compiled HLO's entry computation that run nothing: the rest are kernels.
+_NOT_RUN = ("parameter", "constant", "get-tuple-element", "bitcast", "tuple")
 NEVER = 2**30  # a local SGD period no run reaches: only non-sync steps
 # (row name, strategy, options, the norms steps' program). odsgd without warm-up: its
 # steady program, which every tick after the warm-up runs, does not depend on the
@@ -99,7 +104,7 @@ class Step:
 
   def __init__(self, step, state, inputs, tx=None):
     self.step, self.state, self.inputs, self.tx = step, state, inputs, tx
-    self.compile_s = self.memory_mb = None
+    self.compile_s = self.memory_mb = self.operations = None
 
   def compile(self):
     started = time.perf_counter()
@@ -108,6 +113,7 @@ class Step:
     stats = compiled.memory_analysis()
     if stats is not None:
       self.memory_mb = (stats.argument_size_in_bytes + stats.temp_size_in_bytes) / 2**20
+    self.operations = entry_operations(compiled.as_text())
 
   def run(self) -> float:
     started = time.perf_counter()
@@ -115,6 +121,16 @@ class Step:
     jax.block_until_ready(outputs)
     self.state = tuple(outputs[:len(self.state)])
     return time.perf_counter() - started
+
+
+def entry_operations(hlo_text: str) -> dict[str, int]:
+  """{"run": operations the compiled program's entry computation runs (branches of a
+  conditional count as the one conditional), "copies": how many of them are copies}."""
+  entry = hlo_text[hlo_text.index("\nENTRY"):]
+  entry = entry[:entry.index("\n}")]
+  opcodes = re.findall(r"^\s*(?:ROOT )?%\S+ = .*? ([a-z][a-z0-9\-]*)\(", entry, re.MULTILINE)
+  run = [op for op in opcodes if op not in _NOT_RUN]
+  return {"run": len(run), "copies": run.count("copy")}
 
 
 def _init(model, input_shape):
@@ -244,7 +260,8 @@ def measure(model_name, steps, counter, entries) -> list[dict]:
   fastest = min(medians, key=medians.get)
   rows = [{"model": model_name, "entry": f"baseline: {label}", "step_ms": 1e3 * medians[label],
            "ratio": medians[label] / medians[fastest], "compile_s": step.compile_s,
-           "memory_mb": step.memory_mb, "state_copies": 1.0, "baseline": label == fastest}
+           "memory_mb": step.memory_mb, "operations": step.operations, "state_copies": 1.0,
+           "baseline": label == fastest}
           for label, step in baselines.items()]
   reference = baselines[fastest]
   worker_mesh = parallel.make_worker_mesh(len(devices), len(devices))
@@ -259,7 +276,7 @@ def measure(model_name, steps, counter, entries) -> list[dict]:
         "model": model_name, "entry": entry, "strategy": strategy, "options": strategy_options,
         "step_ms": 1e3 * statistics.median(times),
         "ratio": statistics.median(times) / statistics.median(paired),
-        "compile_s": step.compile_s, "memory_mb": step.memory_mb,
+        "compile_s": step.compile_s, "memory_mb": step.memory_mb, "operations": step.operations,
         "state_copies": state_model_copies(jax.eval_shape(step.tx.init, params), params),
         "compiles_after_first_step": counter.count - compiles_before,
     })
@@ -312,13 +329,16 @@ def data_wait(steps, output, repeats=3):
 
 def table(rows, wait, command) -> str:
   header = ["model", "entry", "step (ms)", "vs baseline", "compile (s)",
-            "memory (MB, args + temps)", "state (model copies)", "compilations after step 1"]
+            "memory (MB, args + temps)", "operations (copies)", "state (model copies)",
+            "compilations after step 1"]
   lines = []
   for row in rows:
     memory = "-" if row["memory_mb"] is None else f"{row['memory_mb']:.1f}"
     entry = row["entry"] + (" (1.00x)" if row.get("baseline") else "")
     lines.append([row["model"], entry, f"{row['step_ms']:.2f}", f"{row['ratio']:.3f}x",
-                  f"{row['compile_s']:.1f}", memory, f"{row['state_copies']:.2f}",
+                  f"{row['compile_s']:.1f}", memory,
+                  f"{row['operations']['run']} ({row['operations']['copies']})",
+                  f"{row['state_copies']:.2f}",
                   str(row.get("compiles_after_first_step", "-"))])
   batches = ", ".join(f"{name} {spec[3]}" for name, spec in MODELS.items())
   return (f"{environment()}; one worker per device; batch per device: {batches}; "

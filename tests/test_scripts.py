@@ -118,5 +118,8 @@ def test_benchmark_writes_its_table_and_nothing_recompiles(tmp_path):
   assert rows["ssgd"]["state_copies"] == 1.0  # momentum; topk adds its residual (+ 2 scalars)
   assert rows["ssgd + topk:0.01"]["state_copies"] == pytest.approx(2.0, abs=1e-3)
   assert all(row["step_ms"] > 0 and row["compile_s"] > 0 for row in report["rows"])
+  # The compiled entry computation's operations: convolutions, fusions, the all-reduce...
+  assert all(0 <= row["operations"]["copies"] < row["operations"]["run"] and
+             row["operations"]["run"] >= 8 for row in report["rows"])  # CNN1D: 4 layers
   assert 0 <= report["data_wait_fraction"] < 1 and 0 < report["input_host_fraction"] < 1
   assert "| cnn1d | ssgd |" in (tmp_path / "benchmark.md").read_text()

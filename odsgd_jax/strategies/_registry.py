@@ -68,10 +68,11 @@ class StrategyDef:
       tick still reads their old values: the pending gradients (the all-reduce reads
       them) and, where the update of one tensor does not wait for the gradients of
       the others (as ssgd's all-reduce of every gradient makes it), the parameters
-      (the backward pass reads them), and the state that a select of the first ticks
-      keeps (odsgd's first delayed tick, pseudo_sync's first two: XLA fuses the
-      state's update into the select and into the parameter update, which reads the
-      old values). The train step does not donate their large
+      (the backward pass reads them), and the state that a select keeps (odsgd's
+      first delayed tick and pseudo_sync's first two, in the general program; oscars'
+      inactive workers: XLA fuses the state's update into the select and into the
+      parameter update, which reads the old values). The train step does not donate
+      their large
       tensors (odsgd_jax/train/_donation.py): donated, XLA copies their old values
       aside at the start of the step (scripts/benchmark.py).
     steady_from: `f(options) -> tick` from which every tick takes the same path (odsgd:
@@ -152,7 +153,10 @@ STRATEGIES: dict[str, StrategyDef] = {
     "oscars": StrategyDef(make=oscars, model_params=local_sgd_model_params,
                           timeline=cluster.OscarsTimeline, log=local_sgd_log,
                           communication_state=_communication_field,
-                          round_end=local_sgd_round_end),
+                          round_end=local_sgd_round_end,
+                          # the select that keeps an inactive worker's momentum: as the
+                          # delayed strategies' first-tick selects, read after the update
+                          replaced_each_tick=("opt_state.inner_state",)),
 }
 
 
