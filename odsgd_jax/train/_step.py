@@ -122,11 +122,11 @@ def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
   averaged over the devices of one worker (the "intra" axis), then the strategy
   `tx` decides what every worker's parameters become (it gets the cluster
   `schedule` and the worker's `loss` as extra arguments, and `steady=True` in the
-  steady programs). Metrics come back per
-  worker, packed into one (metrics, N) array (`TrainStep`), and are averaged on the
-  host: a mean over workers inside the step would be one more collective on this
-  step's batch. `strategy.log` adds the strategy's own metrics; `lr_schedule` (of
-  the tick) the learning rate, computed here rather than on the host at every step.
+  steady programs). Metrics come back per worker, packed into one (metrics, N) array
+  (`TrainStep`), and are averaged on the host: a mean over workers inside the step
+  would be one more collective on this step's batch. `strategy.log` adds the
+  strategy's own metrics; `lr_schedule` (of the tick) the learning rate, computed here
+  rather than on the host at every step.
   With `norms`, the gradient, update and parameter norms too. The input state is
   donated, but for the large tensors of `strategy.replaced_each_tick` (`StepProgram`).
   `steady_from`: the strategy's `steady_tick` for its options (the caller knows them);
