@@ -214,8 +214,8 @@ def strategy_step(model, input_shape, batch_per_device, worker_mesh, name, optio
   steady_from = strategy.steady_tick(options)
   train_step = make_train_step(model, tx, worker_mesh, strategy, steady_from=steady_from)
   state = init_state(model, tx, worker_mesh, input_shape, seed=0)
-  for step in range(steady_from or 0):
-    state, _ = train_step(state, batch, schedule, steady=train_step.steady(step))
+  for _ in range(steady_from or 0):  # the first ticks, in the general program
+    state, _ = train_step(state, batch, schedule)
   return _StrategyStep(train_step.program(norms, steady=steady_from is not None), state, batch,
                        schedule, tx)
 

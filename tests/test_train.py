@@ -96,6 +96,13 @@ class _CrashAtStep(Hook):
       raise KeyboardInterrupt("simulated crash")
 
 
+class _KeepExperiment(Hook):
+  """Keeps the run's experiment, to look at its compiled programs afterwards."""
+
+  def on_start(self, experiment, state):
+    self.experiment = experiment
+
+
 def _crash_at_step_15_then_resume(config, tmp_path):
   """Runs `config` straight, and with a crash at tick 15 and a resume; both must agree."""
   straight = str(tmp_path / "straight")
@@ -261,12 +268,7 @@ def test_asgd_learning_rate_schedule_runs_in_ticks_not_server_updates(small_conf
 def test_the_train_step_compiles_once_per_run(small_config, tmp_path, strategy):
   """Schedules change every tick (arrival orders, active masks, round ends); the
   step must not recompile for them."""
-
-  class KeepExperiment(Hook):
-    def on_start(self, experiment, state):
-      self.experiment = experiment
-
-  kept = KeepExperiment()
+  kept = _KeepExperiment()
   config = _strategies.use_strategy(small_config, strategy)
   config.cluster.speeds = (1.0, 1.0, 0.5, 0.5, 1.0, 1.0, 0.25, 1.0)
   config.cluster.jitter = 0.2
@@ -283,12 +285,7 @@ def test_the_train_step_compiles_once_per_run(small_config, tmp_path, strategy):
 def test_on_one_device_the_train_step_compiles_once(small_config, tmp_path):
   """The state is placed with the sharding the step returns it in (mesh axes of size 1
   left out of the spec): otherwise the second step compiles again."""
-
-  class KeepExperiment(Hook):
-    def on_start(self, experiment, state):
-      self.experiment = experiment
-
-  kept = KeepExperiment()
+  kept = _KeepExperiment()
   small_config.parallel.num_devices = 1
   small_config.train.num_steps = 3
   train_and_evaluate(small_config, str(tmp_path / "run"), hooks=[kept])
@@ -309,7 +306,7 @@ def test_large_replaced_tensors_are_not_donated_and_the_step_is_unchanged(name, 
   strategy = get_strategy(name)
   tx = strategy.make(optax.sgd(0.1, momentum=0.9), axis_name=parallel.WORKER_AXES, **options)
   worker_mesh = parallel.make_worker_mesh(2, 1)
-  steady_from = strategy.steady_tick(options)  # the third step runs the steady program
+  steady_from = strategy.steady_tick(options)  # odsgd, pseudo_sync: from the third step
   steps = {donation: make_train_step(model, tx, worker_mesh, kept, steady_from=steady_from)
            for donation, kept in (("split", strategy),
                                   ("whole", dataclasses.replace(strategy, replaced_each_tick=())))}
