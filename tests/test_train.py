@@ -324,10 +324,14 @@ def test_large_replaced_tensors_are_not_donated_and_the_step_is_unchanged(name, 
   for key in steps["split"].programs:
     assert steps["split"].programs[key].split._cache_size() == (0 if key[0] else 1)  # no norms
     assert steps["whole"].programs[key].split._cache_size() == 0
-  fields = {"params": before.params, "momentum": before.opt_state.inner_state[0].trace,
-            "pending_grads": getattr(before.opt_state, "pending_grads", None)}
-  for field, tree in fields.items():
-    if tree is not None:  # the 80 KiB kernel: kept out exactly when the field is
-      assert tree["Dense_0"]["kernel"].is_deleted() == (field not in kept), field
+  pending = getattr(before.opt_state, "pending_grads", None)  # packed: its one large tensor
+  kernels = {"params": before.params["Dense_0"]["kernel"],
+             "momentum": before.opt_state.inner_state[0].trace["Dense_0"]["kernel"],
+             "pending_grads": None if pending is None else pending.large[0]}
+  for field, kernel in kernels.items():
+    if kernel is not None:  # the 80 KiB kernel: kept out exactly when the field is
+      assert kernel.is_deleted() == (field not in kept), field
   assert before.params["Dense_1"]["kernel"].is_deleted()  # 20 KiB: donated
+  if pending is not None:  # the small tensors' one vector (22 KiB): donated
+    assert pending.small.is_deleted()
   assert before.step.is_deleted()

@@ -8,6 +8,7 @@ import optax
 
 from odsgd_jax import comm, domains
 from odsgd_jax.strategies import _delay as delay
+from odsgd_jax.strategies import _pending as pending
 
 LOCAL_OPTIMIZERS = ("sgd", "momentum", "dcasgd", "replay")
 
@@ -17,7 +18,7 @@ class OdsgdState(NamedTuple):
 
   global_params: Any  # W: every averaged gradient up to step t-1 applied
   inner_state: Any  # the global (server) optimizer's state
-  pending_grads: Any  # this worker's gradient of the previous step, P_i
+  pending_grads: Any  # this worker's gradient of the previous step, P_i (one vector: _pending)
   local_momentum: Any  # this worker's local momentum buffer ("momentum" only, else None)
   count: jax.Array  # shape=(), int32: steps taken
   communication: Any  # compression state (error feedback, ...) or None
@@ -141,7 +142,8 @@ def odsgd(
     zeros = optax.tree.zeros_like(params)
     momentum = zeros if local_optimizer == "momentum" else None
     return OdsgdState(global_params=params, inner_state=inner.init(params),
-                      pending_grads=zeros, local_momentum=momentum,
+                      pending_grads=pending.pack(zeros, pending.packs(communication, params)),
+                      local_momentum=momentum,
                       count=jnp.zeros((), jnp.int32),
                       communication=comm.init_state(communication, params),
                       spike=delay.spike_init(params) if spike else None)
@@ -159,8 +161,11 @@ def odsgd(
                        local_lr_fn(count), local_momentum, local_weight_decay, dc_lambda)
 
   def delayed_step(grads, state, steady=False):
+    packed = pending.packs(communication, grads)
     mean_pending, comm_state = comm.exchange(communication, state.pending_grads,
-                                                     state.communication, axis_name)
+                                             state.communication, axis_name)
+    mean_pending = pending.unpack(mean_pending, grads, packed)
+    new_pending = pending.pack(grads, packed)
     fed, spike_state = mean_pending, state.spike
     if spike:
       fed, spike_state = delay.spike(mean_pending, state.spike, 1, inner_momentum)
@@ -173,7 +178,7 @@ def odsgd(
       spike_state = optax.tree.where(has_pending, spike_state, state.spike) if spike else None
     params, local = compensate(global_params, state.global_params, grads, state.local_momentum,
                                state.count, inner_state, spike_state)
-    return params, OdsgdState(global_params, inner_state, grads, local,
+    return params, OdsgdState(global_params, inner_state, new_pending, local,
                               optax.safe_increment(state.count), comm_state, spike_state)
 
   def synchronous_step(grads, state):

@@ -8,6 +8,7 @@ import optax
 
 from odsgd_jax import comm, domains
 from odsgd_jax.strategies import _delay as delay
+from odsgd_jax.strategies import _pending as pending
 
 CONFIDENCE_MODES = ("adaptive", "fixed")
 _EPSILON = 1e-12
@@ -17,7 +18,7 @@ class PseudoSyncState(NamedTuple):
   """State of `pseudo_sync`; everything but `pending_grads` is identical on every worker."""
 
   inner_state: Any  # the inner optimizer's state
-  pending_grads: Any  # this worker's gradient of the previous step, P_i
+  pending_grads: Any  # this worker's gradient of the previous step, P_i (packed: _pending)
   prediction: Any  # S: the smoothed gradient the last update used
   error_mean: Any  # A: smoothed prediction error (Trigg-Leach numerator)
   error_abs_mean: Any  # M: smoothed absolute prediction error
@@ -107,7 +108,9 @@ def pseudo_sync(
   def init_fn(params):
     zeros = optax.tree.zeros_like(params)
     return PseudoSyncState(
-        inner_state=inner.init(params), pending_grads=zeros, prediction=zeros,
+        inner_state=inner.init(params),
+        pending_grads=pending.pack(zeros, pending.packs(communication, params)),
+        prediction=zeros,
         error_mean=zeros, error_abs_mean=zeros,
         alpha=jax.tree.map(lambda _: jnp.ones((), jnp.float32), params),
         count=jnp.zeros((), jnp.int32), communication=comm.init_state(communication, params),
@@ -117,8 +120,10 @@ def pseudo_sync(
 
   def update_fn(grads, state, params=None, *, steady=False, **extra_args):
     del extra_args
+    packed = pending.packs(communication, grads)
     mean_pending, comm_state = comm.exchange(communication, state.pending_grads,
-                                                     state.communication, axis_name)
+                                             state.communication, axis_name)
+    mean_pending = pending.unpack(mean_pending, grads, packed)
     previous = state.prediction
     if not steady:  # the first gradient (count 1) has no history to smooth with
       previous = optax.tree.where(state.count == 1, mean_pending, state.prediction)
@@ -147,7 +152,7 @@ def pseudo_sync(
     inner_state = keep(inner_state, state.inner_state)
     weights = optax.apply_updates(weights, step)
     new_state = PseudoSyncState(
-        inner_state=inner_state, pending_grads=grads,
+        inner_state=inner_state, pending_grads=pending.pack(grads, packed),
         prediction=keep(prediction, state.prediction),
         error_mean=keep(error_mean, state.error_mean),
         error_abs_mean=keep(error_abs_mean, state.error_abs_mean),
