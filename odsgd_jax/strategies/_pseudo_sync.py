@@ -20,13 +20,23 @@ class PseudoSyncState(NamedTuple):
   inner_state: Any  # the inner optimizer's state
   pending_grads: Any  # this worker's gradient of the previous step, P_i (packed: _pending)
   prediction: Any  # S: the smoothed gradient the last update used
-  error_mean: Any  # A: smoothed prediction error (Trigg-Leach numerator)
-  error_abs_mean: Any  # M: smoothed absolute prediction error
-  alpha: Any  # per tensor, float32: confidence in the newest gradient last used
+  # One entry per tensor, in the tree's order (shape=(tensors,), float32):
+  error_sum: jax.Array  # sum A, A the smoothed prediction error (Trigg-Leach numerator)
+  abs_error_sum: jax.Array  # sum M, M the smoothed absolute prediction error
+  alpha: jax.Array  # confidence in the newest gradient last used
   count: jax.Array  # shape=(), int32: steps taken
   communication: Any  # compression state (error feedback, ...) or None
   weights: Any = None  # W, the model ("predict": the workers compute at W + a shift), or None
   spike: Any = None  # spike compensation's state ("spike"), or None
+
+
+def _error_sums(mean: jax.Array, previous: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """(sum e, sum |e|) in float32 over the tensor, e = mean - previous: one reduction with
+  two results, so that e is computed inside it and never stored."""
+  error = (mean - previous).astype(jnp.float32)
+  zero = jnp.zeros((), jnp.float32)
+  return jax.lax.reduce((error, jnp.abs(error)), (zero, zero),
+                        lambda x, y: (x[0] + y[0], x[1] + y[1]), tuple(range(error.ndim)))
 
 
 @domains.declared(
@@ -62,6 +72,11 @@ def pseudo_sync(
     A = phi A + (1 - phi) e ;  M = phi M + (1 - phi) |e|
     alpha = clip(|sum A| / (sum M + eps), alpha_min, 1)   ("adaptive"; "fixed": alpha)
     S = alpha G_prev + (1 - alpha) S_prev ;  (u, s) = inner(S, s, x) ;  P_i = g_i
+
+  A and M enter alpha only through their sums over the tensor, and a sum is linear, so
+  the state keeps the sums (sum A = phi sum A + (1 - phi) sum e, and likewise sum M):
+  two scalars per tensor instead of two tensors, and one reduction over e per tick
+  instead of two passes that write A and M (the same alpha in exact arithmetic).
 
   No update at the first step (nothing is pending); at the second, S_prev =
   G_prev. All replicas stay identical. `confidence="fixed", alpha=1` is plain
@@ -107,12 +122,12 @@ def pseudo_sync(
 
   def init_fn(params):
     zeros = optax.tree.zeros_like(params)
+    scalars = lambda value: jnp.full(len(jax.tree.leaves(params)), value, jnp.float32)
     return PseudoSyncState(
         inner_state=inner.init(params),
         pending_grads=pending.pack(zeros, pending.packs(communication, params)),
         prediction=zeros,
-        error_mean=zeros, error_abs_mean=zeros,
-        alpha=jax.tree.map(lambda _: jnp.ones((), jnp.float32), params),
+        error_sum=scalars(0.0), abs_error_sum=scalars(0.0), alpha=scalars(1.0),
         count=jnp.zeros((), jnp.int32), communication=comm.init_state(communication, params),
         weights=params if keeps_weights else None,
         spike=delay.spike_init(params) if spike else None,
@@ -127,18 +142,18 @@ def pseudo_sync(
     previous = state.prediction
     if not steady:  # the first gradient (count 1) has no history to smooth with
       previous = optax.tree.where(state.count == 1, mean_pending, state.prediction)
-    error = optax.tree.sub(mean_pending, previous)
-    error_mean = jax.tree.map(lambda a, e: phi * a + (1 - phi) * e, state.error_mean, error)
-    error_abs_mean = jax.tree.map(lambda m, e: phi * m + (1 - phi) * jnp.abs(e),
-                                  state.error_abs_mean, error)
+    sums = jnp.array([_error_sums(g, s) for g, s in zip(jax.tree.leaves(mean_pending),
+                                                         jax.tree.leaves(previous), strict=True)])
+    # sum A and sum M from their last sums (a sum is linear); every tensor's in one vector.
+    error_sum = phi * state.error_sum + (1 - phi) * sums[:, 0]
+    abs_error_sum = phi * state.abs_error_sum + (1 - phi) * sums[:, 1]
     if confidence == "adaptive":
-      alphas = jax.tree.map(
-          lambda a, m: jnp.clip(jnp.abs(jnp.sum(a)) / (jnp.sum(m) + _EPSILON), alpha_min, 1.0)
-          .astype(jnp.float32), error_mean, error_abs_mean)
+      alphas = jnp.clip(jnp.abs(error_sum) / (abs_error_sum + _EPSILON), alpha_min, 1.0)
     else:
-      alphas = jax.tree.map(lambda _: jnp.asarray(alpha, jnp.float32), state.alpha)
+      alphas = jnp.full_like(state.alpha, alpha)
+    per_tensor = lambda vector: jax.tree.unflatten(jax.tree.structure(grads), list(vector))
     prediction = jax.tree.map(lambda g, s, a: (a * g + (1 - a) * s).astype(g.dtype),
-                              mean_pending, previous, alphas)
+                              mean_pending, previous, per_tensor(alphas))
     fed, spike_state = prediction, state.spike
     if spike:
       fed, spike_state = delay.spike(prediction, state.spike, 1, inner_momentum)
@@ -154,8 +169,8 @@ def pseudo_sync(
     new_state = PseudoSyncState(
         inner_state=inner_state, pending_grads=pending.pack(grads, packed),
         prediction=keep(prediction, state.prediction),
-        error_mean=keep(error_mean, state.error_mean),
-        error_abs_mean=keep(error_abs_mean, state.error_abs_mean),
+        error_sum=keep(error_sum, state.error_sum),
+        abs_error_sum=keep(abs_error_sum, state.abs_error_sum),
         alpha=keep(alphas, state.alpha), count=optax.safe_increment(state.count),
         communication=comm_state, weights=weights if keeps_weights else None,
         spike=keep(spike_state, state.spike) if spike else None,
@@ -164,7 +179,7 @@ def pseudo_sync(
       return optax.tree.sub(delay.predicted(inner, inner_state, weights, 1), params), new_state
     if prediction_mode == "replay":  # ... with this worker's gradient as the pending mean
       guess = jax.tree.map(lambda g, s, a: (a * g + (1 - a) * s).astype(g.dtype),
-                           grads, new_state.prediction, new_state.alpha)
+                           grads, new_state.prediction, per_tensor(new_state.alpha))
       if spike:
         guess, _ = delay.spike(guess, new_state.spike, 1, inner_momentum)
       next_step, _ = inner.update(guess, inner_state, weights)
@@ -184,7 +199,7 @@ def pseudo_sync_model_params(worker_params: Any, worker_opt_state: PseudoSyncSta
 
 def pseudo_sync_log(worker_opt_state: PseudoSyncState) -> dict[str, jax.Array]:
   """The confidence coefficient alpha, averaged over tensors."""
-  return {"alpha": jnp.mean(jnp.stack(jax.tree.leaves(worker_opt_state.alpha)), axis=0)}
+  return {"alpha": jnp.mean(worker_opt_state.alpha, axis=-1)}
 
 
 def pseudo_sync_steady_from(options: dict[str, Any]) -> int:
