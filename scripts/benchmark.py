@@ -138,8 +138,12 @@ def _init(model, input_shape):
 
 
 def _loss(model, variables, images, labels):
+  """(loss, (new BatchNorm state, the batch's accuracy)): the loss and accuracy a train
+  step returns to be logged, as the flax examples' steps and the training loop's do."""
   logits, new_state = model.apply(variables, images, train=True, mutable=["batch_stats"])
-  return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean(), new_state
+  accuracy = jnp.mean(jnp.argmax(logits, -1) == labels)
+  loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+  return loss, (new_state, accuracy)
 
 
 def _global_batch(mesh, n, batch_per_device, input_shape):
@@ -158,10 +162,10 @@ def jit_baseline(model, input_shape, batch_per_device, devices) -> Step:
   def step(params, opt_state, stats, images, labels):
     def loss_fn(p):
       return _loss(model, {"params": p, "batch_stats": stats}, images, labels)
-    (_, new_state), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+    (loss, (new_state, accuracy)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
     updates, opt_state = INNER.update(grads, opt_state, params)
     return (optax.apply_updates(params, updates), opt_state,
-            new_state.get("batch_stats", stats))
+            new_state.get("batch_stats", stats), jnp.stack([loss, accuracy]))
 
   replicated = NamedSharding(mesh, P())
   state = jax.device_put((params, INNER.init(params), stats), replicated)
@@ -183,15 +187,16 @@ def shard_map_baseline(model, input_shape, batch_per_device, devices) -> Step:
     def loss_fn(p):
       return _loss(model, {"params": p, "batch_stats": jax.tree.map(lambda s: s[0], stats)},
                    images, labels)
-    (_, new_state), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+    (loss, (new_state, accuracy)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
     grads = jax.lax.pmean(grads, "data")
     updates, opt_state = INNER.update(grads, opt_state, params)
     new_stats = jax.tree.map(lambda s: s[None], new_state.get("batch_stats", {}))
-    return optax.apply_updates(params, updates), opt_state, new_stats
+    metrics = jnp.stack([loss, accuracy])[None]  # this device's, as the strategies log them
+    return optax.apply_updates(params, updates), opt_state, new_stats, metrics
 
   step = jax.jit(jax.shard_map(
       device_step, mesh=mesh, in_specs=(P(), P(), P("data"), P("data"), P("data")),
-      out_specs=(P(), P(), P("data"))), donate_argnums=(0, 1, 2))
+      out_specs=(P(), P(), P("data"), P("data"))), donate_argnums=(0, 1, 2))
   replicated, split = NamedSharding(mesh, P()), NamedSharding(mesh, P("data"))
   state = (jax.device_put(params, replicated), jax.device_put(INNER.init(params), replicated),
            jax.device_put(stats, split))
