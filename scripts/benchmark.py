@@ -4,7 +4,8 @@
 
 On the available devices (here: 8 simulated CPU devices; a GPU or TPU host runs it as
 is), one worker per device, random input of the model's size (no data needed). Two plain
-formulations of data parallelism are written below, each with `optax.sgd(momentum=0.9)`:
+formulations of data parallelism are written below, each with `optax.sgd(momentum=0.9)`
+and returning the batch's loss and accuracy, as every strategy's step does for the loop:
 `jax.jit` over arrays placed with `NamedSharding` (parameters replicated, the batch split
 over a `data` axis, XLA inserting the all-reduce: what most JAX users write first), and a
 `shard_map` with an explicit `pmean`. Both are timed; the faster is the baseline (1.00x).
