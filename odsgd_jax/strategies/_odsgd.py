@@ -18,7 +18,7 @@ class OdsgdState(NamedTuple):
 
   global_params: Any  # W: every averaged gradient up to step t-1 applied
   inner_state: Any  # the global (server) optimizer's state
-  pending_grads: Any  # this worker's gradient of the previous step, P_i (one vector: _pending)
+  pending_grads: Any  # this worker's gradient of the previous step, P_i (packed: _pending)
   local_momentum: Any  # this worker's local momentum buffer ("momentum" only, else None)
   count: jax.Array  # shape=(), int32: steps taken
   communication: Any  # compression state (error feedback, ...) or None
