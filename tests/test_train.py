@@ -299,7 +299,7 @@ def test_on_one_device_the_train_step_compiles_once(small_config, tmp_path):
 ])
 def test_large_replaced_tensors_are_not_donated_and_the_step_is_unchanged(name, options, kept):
   """The fields a strategy replaces whole while the step still reads them
-  (`replaced_each_tick`): their tensors of at least FRESH_BUFFER_MIN_BYTES per worker stay
+  (`replaced_each_tick`): their tensors of at least SMALL_TENSOR_BYTES per worker stay
   out of the donation (their input buffers outlive the step), everything else is donated,
   and the states are bit for bit those of the program that donates everything."""
   model = make_model("mlp", 10, hidden_sizes=(512,))  # kernel 40 x 512: 80 KiB per worker

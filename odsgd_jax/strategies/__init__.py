@@ -7,6 +7,7 @@ from odsgd_jax.strategies._local_sgd import local_sgd as local_sgd
 from odsgd_jax.strategies._local_sgd import oscars as oscars
 from odsgd_jax.strategies._odsgd import OdsgdState as OdsgdState
 from odsgd_jax.strategies._odsgd import odsgd as odsgd
+from odsgd_jax.strategies._pending import SMALL_TENSOR_BYTES as SMALL_TENSOR_BYTES
 from odsgd_jax.strategies._pseudo_sync import PseudoSyncState as PseudoSyncState
 from odsgd_jax.strategies._pseudo_sync import pseudo_sync as pseudo_sync
 from odsgd_jax.strategies._registry import STRATEGIES as STRATEGIES

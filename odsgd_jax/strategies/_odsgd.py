@@ -142,7 +142,7 @@ def odsgd(
     zeros = optax.tree.zeros_like(params)
     momentum = zeros if local_optimizer == "momentum" else None
     return OdsgdState(global_params=params, inner_state=inner.init(params),
-                      pending_grads=pending.pack(zeros, pending.packs(communication, params)),
+                      pending_grads=pending.init(communication, params),
                       local_momentum=momentum,
                       count=jnp.zeros((), jnp.int32),
                       communication=comm.init_state(communication, params),
@@ -161,11 +161,8 @@ def odsgd(
                        local_lr_fn(count), local_momentum, local_weight_decay, dc_lambda)
 
   def delayed_step(grads, state, steady=False):
-    packed = pending.packs(communication, grads)
-    mean_pending, comm_state = comm.exchange(communication, state.pending_grads,
-                                             state.communication, axis_name)
-    mean_pending = pending.unpack(mean_pending, grads, packed)
-    new_pending = pending.pack(grads, packed)
+    mean_pending, comm_state, new_pending = pending.exchange(
+        communication, state.pending_grads, state.communication, grads, axis_name)
     fed, spike_state = mean_pending, state.spike
     if spike:
       fed, spike_state = delay.spike(mean_pending, state.spike, 1, inner_momentum)

@@ -22,22 +22,43 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-# Under this size per worker a tensor costs more as a kernel of its own than as bytes.
-# The same reasoning, and the same figure, as the donation's FRESH_BUFFER_MIN_BYTES
-# (odsgd_jax/train/_donation.py): a large tensor packed would be copied once more each tick.
-PACKED_MAX_BYTES = 64 * 1024
+from odsgd_jax import comm
+
+# Per worker, the size under which a tensor costs more as a kernel or buffer of its own
+# than as bytes. The train step donates such tensors even where the step copies them aside
+# (odsgd_jax/train/_donation.py: a fresh buffer costs a fixed amount per tensor and device,
+# a copy costs per byte; measured on 8 CPU devices while choosing it, keeping CNN1D's
+# tensors, all under 13 KiB, out of the donation made odsgd's step slower, keeping the wide
+# MLP's, up to 4 MiB, out made it faster), and the pending gradients pack exactly those:
+# a larger tensor goes to a fresh buffer, which packing would replace by one more copy.
+SMALL_TENSOR_BYTES = 64 * 1024
 
 
 class Packed(NamedTuple):
   """Pending gradients in the state: the small tensors as one vector, the others as they
   are."""
 
-  small: jax.Array  # the tensors under PACKED_MAX_BYTES, raveled and concatenated
+  small: jax.Array  # the tensors under SMALL_TENSOR_BYTES, raveled and concatenated
   large: tuple[jax.Array, ...]  # the others, in the tree's order
 
 
 def _is_small(leaf: Any) -> bool:
-  return leaf.size * jnp.dtype(leaf.dtype).itemsize < PACKED_MAX_BYTES
+  return leaf.size * jnp.dtype(leaf.dtype).itemsize < SMALL_TENSOR_BYTES
+
+
+def init(communication: Any, params: Any) -> Any:
+  """The pending gradients before the first tick: zeros, packed when `packs` says so."""
+  return pack(jax.tree.map(jnp.zeros_like, params), packs(communication, params))
+
+
+def exchange(communication: Any, pending: Any, communication_state: Any, grads: Any,
+             axis_name: Any) -> tuple[Any, Any, Any]:
+  """The tick's exchange of the pending gradients: (their mean over the workers, as a tree
+  like `grads`; the exchange's new state; `grads` as the state keeps them)."""
+  packed = packs(communication, grads)
+  mean, communication_state = comm.exchange(communication, pending, communication_state,
+                                            axis_name)
+  return unpack(mean, grads, packed), communication_state, pack(grads, packed)
 
 
 def packs(communication: Any, params: Any) -> bool:

@@ -125,7 +125,7 @@ def pseudo_sync(
     scalars = lambda value: jnp.full(len(jax.tree.leaves(params)), value, jnp.float32)
     return PseudoSyncState(
         inner_state=inner.init(params),
-        pending_grads=pending.pack(zeros, pending.packs(communication, params)),
+        pending_grads=pending.init(communication, params),
         prediction=zeros,
         error_sum=scalars(0.0), abs_error_sum=scalars(0.0), alpha=scalars(1.0),
         count=jnp.zeros((), jnp.int32), communication=comm.init_state(communication, params),
@@ -135,10 +135,8 @@ def pseudo_sync(
 
   def update_fn(grads, state, params=None, *, steady=False, **extra_args):
     del extra_args
-    packed = pending.packs(communication, grads)
-    mean_pending, comm_state = comm.exchange(communication, state.pending_grads,
-                                             state.communication, axis_name)
-    mean_pending = pending.unpack(mean_pending, grads, packed)
+    mean_pending, comm_state, new_pending = pending.exchange(
+        communication, state.pending_grads, state.communication, grads, axis_name)
     previous = state.prediction
     if not steady:  # the first gradient (count 1) has no history to smooth with
       previous = optax.tree.where(state.count == 1, mean_pending, state.prediction)
@@ -167,7 +165,7 @@ def pseudo_sync(
     inner_state = keep(inner_state, state.inner_state)
     weights = optax.apply_updates(weights, step)
     new_state = PseudoSyncState(
-        inner_state=inner_state, pending_grads=pending.pack(grads, packed),
+        inner_state=inner_state, pending_grads=new_pending,
         prediction=keep(prediction, state.prediction),
         error_sum=keep(error_sum, state.error_sum),
         abs_error_sum=keep(abs_error_sum, state.abs_error_sum),

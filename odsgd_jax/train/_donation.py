@@ -5,11 +5,7 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-# A fresh buffer costs a fixed amount per tensor and device, a copy costs per byte: under
-# this size per worker a tensor is cheaper to copy aside. Measured on 8 CPU devices while
-# choosing it: keeping CNN1D's tensors (all under 13 KiB) out of the donation made odsgd's
-# step slower, keeping the wide MLP's (up to 4 MiB) out made it faster.
-FRESH_BUFFER_MIN_BYTES = 64 * 1024
+from odsgd_jax.strategies import SMALL_TENSOR_BYTES
 
 
 class StepProgram:
@@ -46,7 +42,7 @@ class StepProgram:
     if treedef not in self._layouts:
       paths = jax.tree_util.tree_flatten_with_path(state)[0]
       self._layouts[treedef] = tuple(
-          _under(path, self.kept) and _bytes_per_worker(leaf) >= FRESH_BUFFER_MIN_BYTES
+          _under(path, self.kept) and _bytes_per_worker(leaf) >= SMALL_TENSOR_BYTES
           for path, leaf in paths)
     mask = self._layouts[treedef]
     return (treedef, mask) if any(mask) else None
