@@ -73,6 +73,8 @@ ENTRIES = [
                                          "local_optimizer": "replay", "correction": "spike"},
      False),
     ("pseudo_sync", "pseudo_sync", {}, False),
+    # Without the tracking signal: the difference is what the adaptive confidence's sums cost.
+    ("pseudo_sync (fixed confidence)", "pseudo_sync", {"confidence": "fixed"}, False),
     ("pseudo_sync (replay + spike)", "pseudo_sync", {"alpha_min": 0.5,
                                                      "correction": "replay+spike"}, False),
     ("local_sgd (period 4)", "local_sgd", {"period": 4}, False),

@@ -5,10 +5,12 @@ SGD and momentum inner optimizers, homogeneous and heterogeneous schedules;
 every worker's parameters are compared after every tick: max |diff| <= 1e-5.
 """
 
+import jax
 import numpy as np
 import optax
 import pytest
 
+from odsgd_jax import parallel
 from odsgd_jax.strategies import STRATEGIES
 from tests import numpy_reference as ref
 from tests.least_squares import (DIM, N, T, X0, heterogeneous_schedules, homogeneous_schedules,
@@ -130,3 +132,19 @@ def test_matches_numpy_reference(case, inner_name):
   np.testing.assert_allclose(history, expected_history, rtol=0, atol=TOLERANCE)
   np.testing.assert_allclose(model, expected_model, rtol=0, atol=TOLERANCE)
   assert np.abs(expected_history[-1] - X0).max() > 1e-2, "the run must move the parameters"
+
+
+@pytest.mark.parametrize("confidence", ["adaptive", "fixed"])
+def test_only_the_adaptive_confidence_tracks_the_prediction_error(confidence):
+  """"fixed" uses no tracking signal, so its tick takes no sums over the error (a pass over
+  the model; scripts/benchmark.py): its sums stay 0, the adaptive ones move."""
+  tx = STRATEGIES["pseudo_sync"].make(optax.sgd(0.1), axis_name=parallel.WORKER_AXES[0],
+                                      confidence=confidence)
+  params = np.zeros((2, DIM), np.float32)
+  state = jax.vmap(tx.init)(params)
+  step = jax.vmap(tx.update, axis_name=parallel.WORKER_AXES[0])
+  for tick in range(4):
+    grads = np.stack([np.full(DIM, tick + 1.0), np.full(DIM, -2.0 * tick)]).astype(np.float32)
+    _, state = step(grads, state, params)
+  tracked = np.abs(np.asarray(state.abs_error_sum)).max() > 0
+  assert tracked == (confidence == "adaptive")

@@ -22,7 +22,7 @@ class PseudoSyncState(NamedTuple):
   prediction: Any  # S: the smoothed gradient the last update used
   # One entry per tensor, in the tree's order (shape=(tensors,), float32):
   error_sum: jax.Array  # sum A, A the smoothed prediction error (Trigg-Leach numerator)
-  abs_error_sum: jax.Array  # sum M, M the smoothed absolute prediction error
+  abs_error_sum: jax.Array  # sum M, M the smoothed absolute prediction error ("fixed": 0)
   alpha: jax.Array  # confidence in the newest gradient last used
   count: jax.Array  # shape=(), int32: steps taken
   communication: Any  # compression state (error feedback, ...) or None
@@ -140,14 +140,15 @@ def pseudo_sync(
     previous = state.prediction
     if not steady:  # the first gradient (count 1) has no history to smooth with
       previous = optax.tree.where(state.count == 1, mean_pending, state.prediction)
-    sums = jnp.array([_error_sums(g, s) for g, s in zip(jax.tree.leaves(mean_pending),
-                                                         jax.tree.leaves(previous), strict=True)])
-    # sum A and sum M from their last sums (a sum is linear); every tensor's in one vector.
-    error_sum = phi * state.error_sum + (1 - phi) * sums[:, 0]
-    abs_error_sum = phi * state.abs_error_sum + (1 - phi) * sums[:, 1]
     if confidence == "adaptive":
+      sums = jnp.array([_error_sums(g, s) for g, s in zip(
+          jax.tree.leaves(mean_pending), jax.tree.leaves(previous), strict=True)])
+      # sum A and sum M from their last sums (a sum is linear); every tensor's in one vector.
+      error_sum = phi * state.error_sum + (1 - phi) * sums[:, 0]
+      abs_error_sum = phi * state.abs_error_sum + (1 - phi) * sums[:, 1]
       alphas = jnp.clip(jnp.abs(error_sum) / (abs_error_sum + _EPSILON), alpha_min, 1.0)
-    else:
+    else:  # no tracking signal: no pass over the error (it cost a pass and a copy of S)
+      error_sum, abs_error_sum = state.error_sum, state.abs_error_sum
       alphas = jnp.full_like(state.alpha, alpha)
     per_tensor = lambda vector: jax.tree.unflatten(jax.tree.structure(grads), list(vector))
     prediction = jax.tree.map(lambda g, s, a: (a * g + (1 - a) * s).astype(g.dtype),
