@@ -136,8 +136,8 @@ def test_matches_numpy_reference(case, inner_name):
 
 @pytest.mark.parametrize("confidence", ["adaptive", "fixed"])
 def test_only_the_adaptive_confidence_tracks_the_prediction_error(confidence):
-  """"fixed" uses no tracking signal, so its tick takes no sums over the error (a pass over
-  the model; scripts/benchmark.py): its sums stay 0, the adaptive ones move."""
+  """A fixed confidence uses no tracking signal, so its tick takes no sums over the error
+  (a pass over the model; scripts/benchmark.py): its sums stay 0, the adaptive ones move."""
   tx = STRATEGIES["pseudo_sync"].make(optax.sgd(0.1), axis_name=parallel.WORKER_AXES[0],
                                       confidence=confidence)
   params = np.zeros((2, DIM), np.float32)

@@ -147,7 +147,7 @@ def pseudo_sync(
       error_sum = phi * state.error_sum + (1 - phi) * sums[:, 0]
       abs_error_sum = phi * state.abs_error_sum + (1 - phi) * sums[:, 1]
       alphas = jnp.clip(jnp.abs(error_sum) / (abs_error_sum + _EPSILON), alpha_min, 1.0)
-    else:  # no tracking signal: no pass over the error (it cost a pass and a copy of S)
+    else:  # no tracking signal: no pass over the error (it cost one, and a copy of S_prev)
       error_sum, abs_error_sum = state.error_sum, state.abs_error_sum
       alphas = jnp.full_like(state.alpha, alpha)
     per_tensor = lambda vector: jax.tree.unflatten(jax.tree.structure(grads), list(vector))
