@@ -12,7 +12,9 @@ Several processes (one per host, or several on one host), JAX's own runtime:
   python -m experiments.train --config ... --workdir ... \
       --coordinator_address=10.0.0.1:1234 --num_processes=2 --process_id=0   # and =1
 
-Under SLURM, Open MPI or on a Cloud TPU pod slice the three are detected.
+Under SLURM, Open MPI or on a Cloud TPU pod slice the three are detected. A process
+that dies ends the others with one line each (exit status 1); rerunning every process
+resumes from the last complete checkpoint.
 """
 
 import logging as std_logging
@@ -45,6 +47,8 @@ _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Processes in the r
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index, 0-based.")
 _HEARTBEAT = flags.DEFINE_integer(
     "heartbeat_timeout_s", 100, "A process that stops answering for this long ends the run.")
+_JOIN_TIMEOUT = flags.DEFINE_integer(
+    "join_timeout_s", 300, "How long the processes wait for each other to start.")
 
 
 def _last_line(error: BaseException) -> str:
@@ -103,18 +107,47 @@ def _without_orbax_errors(record) -> bool:
   return not ("orbax" in record.pathname and record.levelno < std_logging.CRITICAL)
 
 
+def _start_processes() -> None:
+  """jax.distributed's start, if this is one process of several. When the others do not
+  join in time, JAX's runtime aborts the process from C++ with a stack trace; a timer
+  that goes off first says it in one line instead. Then a `PeerWatch` does the same for
+  a process that goes silent later."""
+  def others_did_not_join():
+    print(f"error: waited {_JOIN_TIMEOUT.value} s for the other processes of this run to start "
+          f"and connect to the coordinator: start every process with the same "
+          f"--coordinator_address and --num_processes and its own --process_id (a process "
+          f"that failed while starting is the usual cause; its output says why)",
+          file=sys.stderr, flush=True)
+    os._exit(1)
+
+  timer = threading.Timer(_JOIN_TIMEOUT.value, others_did_not_join)
+  timer.daemon = True
+  timer.start()
+  try:
+    several = parallel.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
+                                  _HEARTBEAT.value, join_timeout_s=_JOIN_TIMEOUT.value + 60)
+  except ValueError as error:
+    print(f"error: {error}", file=sys.stderr)
+    sys.exit(1)
+  finally:
+    timer.cancel()
+  if several:
+    parallel.PeerWatch(_HEARTBEAT.value, _peer_lost)
+
+
+def _peer_lost(error: parallel.PeerLostError) -> None:
+  """Ends this process of a run whose other process has died, in one line."""
+  print(f"error: {error} in {_WORKDIR.value}/checkpoints", file=sys.stderr, flush=True)
+  os._exit(1)  # the orderly shutdown would wait on the dead process and abort
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
     logging.get_absl_handler().addFilter(_without_orbax_errors)
-  try:
-    parallel.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
-                        _HEARTBEAT.value)
-  except ValueError as error:
-    print(f"error: {error}", file=sys.stderr)
-    sys.exit(1)
+  _start_processes()
   try:
     config = _CONFIG.value
     config.keys()  # a config file that failed to load raises its error on first use
@@ -140,15 +173,8 @@ def main(argv):
     print(f"error: {error}", file=sys.stderr, flush=True)
     _exit_now_if_threads_hang(1)
     sys.exit(1)
-  except jax.errors.JaxRuntimeError as error:
-    if jax.process_count() == 1:
-      raise
-    reason = str(error).strip().splitlines()[0][:300]
-    print(f"error: a collective between the {jax.process_count()} processes failed ({reason}): "
-          f"another process of this run has probably died. Restart every process with the "
-          f"same command; the run resumes from its last checkpoint in "
-          f"{_WORKDIR.value}/checkpoints.", file=sys.stderr, flush=True)
-    os._exit(1)  # the orderly shutdown would wait on the dead process and abort
+  except parallel.PeerLostError as error:
+    _peer_lost(error)
   logging.info("finished: %s", summary)
   print(f"test accuracy {summary['test_accuracy']:.4f} after {summary['steps']} steps "
         f"({summary['wall_time_s']:.0f} s); summary in {_WORKDIR.value}/summary.json")

@@ -38,14 +38,18 @@ def detected_launcher() -> str | None:
 
 
 def initialize(coordinator_address: str | None = None, num_processes: int | None = None,
-               process_id: int | None = None, heartbeat_timeout_s: int = 100) -> bool:
+               process_id: int | None = None, heartbeat_timeout_s: int = 100,
+               join_timeout_s: int = 300) -> bool:
   """Starts jax.distributed when asked to or when a launcher is detected.
 
   Explicit: all of `coordinator_address` ("host:port" of process 0),
   `num_processes` and `process_id`. Otherwise jax.distributed.initialize()
   detects SLURM, Open MPI and Cloud TPU pods by itself; a plain single process
   starts nothing. Must run before the first JAX computation. On CPU, collectives
-  between processes go through gloo.
+  between processes go through gloo. The processes wait up to `join_timeout_s` for
+  each other to start. JAX's runtime ends the run (aborting from C++) when a process
+  is silent for twice `heartbeat_timeout_s`: a `PeerWatch` with `heartbeat_timeout_s`
+  says it in words first.
 
   Returns:
     Whether this is a multi-process run.
@@ -64,7 +68,8 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
   jax.config.update("jax_cpu_collectives_implementation", "gloo")
   jax.distributed.initialize(coordinator_address=coordinator_address,
                              num_processes=num_processes, process_id=process_id,
-                             heartbeat_timeout_seconds=heartbeat_timeout_s)
+                             heartbeat_timeout_seconds=2 * heartbeat_timeout_s,
+                             initialization_timeout=join_timeout_s)
   return True
 
 

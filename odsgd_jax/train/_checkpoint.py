@@ -1,10 +1,20 @@
 """Orbax checkpoints of a run: train state (strategy state inside) and progress."""
 
+import re
 from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
 from etils import epath
+
+from odsgd_jax import parallel
+
+# How a file system says no, in the words of OSError and of TensorStore (which orbax
+# writes arrays with, and which reports errno's text inside a ValueError).
+_STORAGE_WORDS = re.compile(
+    r"No space left|Disk quota|Permission denied|Read-only file system|Not a directory|"
+    r"Is a directory|No such file|File exists|Input/output error|Stale file handle",
+    re.IGNORECASE)
 
 
 class CheckpointError(RuntimeError):
@@ -27,7 +37,7 @@ class Checkpoints:
     if self.directory.exists() and not self.directory.is_dir():
       raise CheckpointError(f"{self.directory} is a file, not the run's checkpoint folder; move "
                             f"it away or use another --workdir")
-    self._failed = False
+    self._done = False  # closed, failed or abandoned: no save left to wait for
     try:
       self._manager = ocp.CheckpointManager(
           self.directory,
@@ -36,6 +46,7 @@ class Checkpoints:
           ),
       )
     except Exception as error:  # noqa: BLE001 - any failure to open means the same to the user
+      _raise_if_peer_failure(error)
       raise CheckpointError(f"the checkpoint folder {self.directory} cannot be opened "
                             f"({_first_line(error)}); repair or move it, or use another "
                             f"--workdir") from error
@@ -56,11 +67,21 @@ class Checkpoints:
       raise self._save_failed(error) from error
 
   def _save_failed(self, error: Exception) -> CheckpointError:
-    self._failed = True  # orbax's threads of the failed save never finish: do not wait on them
+    """What a failed save means to the user, decided by its cause: a peer's failed
+    collective is raised again as it is (the caller knows what it was doing), and only
+    a storage error is blamed on the folder."""
+    self._done = True  # orbax's threads of the failed save never finish: do not wait on them
+    _raise_if_peer_failure(error)
+    fix = ("fix the folder (space, permissions) and rerun the same command to resume"
+           if _is_storage_failure(error) else "rerun the same command to resume")
     return CheckpointError(f"saving a checkpoint in {self.directory} failed "
                            f"({_first_line(error)}); the run stopped. Checkpoints saved before "
-                           f"are intact: fix the folder (space, permissions) and rerun the same "
-                           f"command to resume")
+                           f"are intact: {fix}")
+
+  def abandon(self) -> None:
+    """Stops waiting for the saves in flight (their finishing needs a process that died);
+    the checkpoints completed before are intact."""
+    self._done = True
 
   def restore(self, step: int, abstract_state: Any,
               identity: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -78,6 +99,7 @@ class Checkpoints:
       progress = self._manager.restore(
           step, args=ocp.args.Composite(progress=ocp.args.JsonRestore())).progress
     except Exception as error:  # noqa: BLE001 - any failure to read means the same to the user
+      _raise_if_peer_failure(error)
       raise CheckpointError(f"checkpoint {where} is unreadable ({_first_line(error)}); delete "
                             f"that folder to resume from an earlier one, or use another "
                             f"--workdir") from error
@@ -94,19 +116,36 @@ class Checkpoints:
       state = self._manager.restore(
           step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))).state
     except Exception as error:  # noqa: BLE001
+      _raise_if_peer_failure(error)
       raise CheckpointError(f"checkpoint {where} does not fit this config or is damaged "
                             f"({_first_line(error)}); {advice}") from error
     return state, progress
 
   def close(self) -> None:
-    """Waits for the last save; a failed one raises `CheckpointError`."""
-    if self._failed:
+    """Waits for the last save; a failed one raises `CheckpointError`. Once is enough:
+    later calls do nothing."""
+    if self._done:
       return
+    self._done = True
     try:
       self._manager.wait_until_finished()
     except Exception as error:  # noqa: BLE001
       raise self._save_failed(error) from error
     self._manager.close()
+
+
+def _raise_if_peer_failure(error: Exception) -> None:
+  """Raises `error` again as it is when another process's death caused it: the folder is
+  not to blame, and the caller knows what it was doing (`parallel.across_processes`)."""
+  if parallel.is_peer_failure(error):
+    raise error
+
+
+def _is_storage_failure(error: BaseException) -> bool:
+  """Whether the file system refused (space, permissions, a missing or read-only folder),
+  judged from `error` and the errors that caused it."""
+  return any(isinstance(cause, OSError) or _STORAGE_WORDS.search(str(cause))
+             for cause in parallel.causes(error))
 
 
 def _first_line(error: Exception) -> str:

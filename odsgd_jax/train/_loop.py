@@ -57,6 +57,9 @@ class Hook:
   def after_eval(self, step: int, evaluation: dict[str, float]) -> None:
     """The test loss and accuracy after step `step`."""
 
+  def before_save(self, step: int) -> None:
+    """Before the checkpoint of step `step` is saved (a test kills a process here)."""
+
 
 class BatchSource(Protocol):
   """Where the loop takes each tick's batches from (default: the config's data)."""
@@ -142,6 +145,7 @@ class _Run:
     self.batches = batches if batches is not None else experiment.train_batches()
     self.replicated = experiment.worker_mesh.sharding(parallel.REPLICATED)
     self.schedules: dict[bytes, Any] = {}  # the schedules already on the devices
+    parallel.now_doing("opening the checkpoints")
     self.checkpoints = Checkpoints(workdir, self.train_cfg.max_checkpoints)
     self.identity = experiment.identity()
     self.evaluation = None
@@ -150,6 +154,7 @@ class _Run:
 
   def resume(self) -> None:
     """The latest checkpoint's state and progress, or a fresh start; then the clock."""
+    parallel.now_doing("resuming from the latest checkpoint")
     self.state = self.x.init_state()
     saved: dict[str, Any] = {}
     self.resumed_step = self.checkpoints.latest_step()
@@ -203,6 +208,7 @@ class _Run:
       self.bar.set_postfix(loss=f"{metrics['loss']:.4f}", acc=f"{metrics['accuracy']:.3f}")
 
   def evaluate(self, step: int) -> None:
+    parallel.now_doing(f"evaluating after step {step}")
     self.evaluation = self.evaluator(self.state)
     self.writer.write(step, {**self.evaluation, "sim_time": self.progress.clock.time})
     target = self.train_cfg.target_accuracy
@@ -213,6 +219,9 @@ class _Run:
       hook.after_eval(step, self.evaluation)
 
   def save(self, step: int) -> None:
+    parallel.now_doing(f"saving the checkpoint of step {step}")
+    for hook in self.hooks:
+      hook.before_save(step)
     self.checkpoints.save(step, self.state, self.progress.state_dict(self.identity))
 
   def device_schedule(self, schedule: Any) -> Any:
@@ -228,6 +237,7 @@ class _Run:
 
   def tick(self, step: int) -> None:
     """Dispatches step `step`: the schedule, the batches, the compiled step."""
+    parallel.now_doing(f"running step {step}")
     for hook in self.hooks:
       hook.before_step(step)
     schedule = self.progress.clock.schedule(step - 1)
@@ -252,6 +262,7 @@ class _Run:
       self.bar.update(1)
       eval_due = step % self.train_cfg.eval_every == 0 or step == self.train_cfg.num_steps
       save_due = step % self.train_cfg.checkpoint_every == 0 or step == self.train_cfg.num_steps
+      parallel.now_doing(f"agreeing whether the run was preempted at step {step}")
       if preemption.requested(step):
         self.finish_step()
         self.save(step)
@@ -266,37 +277,54 @@ class _Run:
       self.finish_step()
 
   def run(self) -> dict[str, Any]:
-    """The session: resume, train to the end, save the model, return the summary."""
+    """The session: resume, train to the end, save the model, return the summary.
+
+    Raises:
+      parallel.PeerLostError: a collective between the processes failed (another
+        process has probably died); the checkpoints being written are not waited for.
+    """
     preemption = _PreemptionNotice()
     self.writer = self.bar = None
     try:
-      self.resume()
-      self.evaluator = self.x.evaluator()
-      self.writer = MetricsWriter(self.workdir, enabled=self.is_writer,
-                                  resumed_step=self.resumed_step)
-      self.bar = tqdm.tqdm(total=self.train_cfg.num_steps, initial=self.start_step, unit="step",
-                           dynamic_ncols=True,
-                           disable=not (self.is_writer and self.train_cfg.progress_bar))
-      for hook in self.hooks:
-        hook.on_start(self.x, self.state)
-      started = time.perf_counter()
-      self.input_s, self.last_log = 0.0, (self.start_step, started)
-      self.loop(preemption)
-      self.loop_s = time.perf_counter() - started  # the training loop, evaluations included
-      if self.evaluation is None:  # resumed a finished run: report it again
-        self.evaluation = self.evaluator(self.state)
-      # The run's result on its own, loadable without knowing the strategy's state.
-      with ocp.StandardCheckpointer() as checkpointer:
-        checkpointer.save(self.workdir / "model",
-                          parallel.fetch(model_variables(self.state, self.x.strategy)),
-                          force=True)  # host arrays: load anywhere
+      with parallel.across_processes():
+        self.session(preemption)
+        parallel.now_doing("writing the last checkpoint")
+        self.checkpoints.close()
+    except parallel.PeerLostError:
+      self.checkpoints.abandon()  # finishing its saves needs the dead process: it would hang
+      raise
     finally:
       preemption.close()
       for closable in (self.bar, self.writer):
         if closable is not None:
           closable.close()
-      self.checkpoints.close()
+      self.checkpoints.close()  # after an error: the last save is kept intact
     return self.summary()
+
+  def session(self, preemption: _PreemptionNotice) -> None:
+    """Resumes, trains to the end and saves the model."""
+    self.resume()
+    self.evaluator = self.x.evaluator()
+    self.writer = MetricsWriter(self.workdir, enabled=self.is_writer,
+                                resumed_step=self.resumed_step)
+    self.bar = tqdm.tqdm(total=self.train_cfg.num_steps, initial=self.start_step, unit="step",
+                         dynamic_ncols=True,
+                         disable=not (self.is_writer and self.train_cfg.progress_bar))
+    for hook in self.hooks:
+      hook.on_start(self.x, self.state)
+    started = time.perf_counter()
+    self.input_s, self.last_log = 0.0, (self.start_step, started)
+    self.loop(preemption)
+    self.loop_s = time.perf_counter() - started  # the training loop, evaluations included
+    if self.evaluation is None:  # resumed a finished run: report it again
+      parallel.now_doing("evaluating the finished run")
+      self.evaluation = self.evaluator(self.state)
+    # The run's result on its own, loadable without knowing the strategy's state.
+    parallel.now_doing("saving the model")
+    with ocp.StandardCheckpointer() as checkpointer:
+      checkpointer.save(self.workdir / "model",
+                        parallel.fetch(model_variables(self.state, self.x.strategy)),
+                        force=True)  # host arrays: load anywhere
 
   def summary(self) -> dict[str, Any]:
     steps, data_cfg = int(self.state.step), self.x.config.data
@@ -378,10 +406,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
     NonFiniteLossError: the loss or parameters became NaN/inf.
     CheckpointError: the workdir's checkpoint is another run's, or unreadable.
     Preempted: SIGTERM; the checkpoint is saved.
+    parallel.PeerLostError: several processes, and a collective between them failed
+      (another one has probably died); the complete checkpoints are intact.
   """
-  experiment = build_experiment(config)
-  path = _prepare_workdir(workdir)
-  summary = _Run(experiment, path, batches, hooks).run()
+  parallel.now_doing("starting")
+  with parallel.across_processes():  # the data set's barrier, opening the checkpoints
+    experiment = build_experiment(config)
+    path = _prepare_workdir(workdir)
+    run = _Run(experiment, path, batches, hooks)
+  summary = run.run()
   if jax.process_index() == 0:
     _write_json_atomically(path / "summary.json", summary)
   return summary
