@@ -166,4 +166,5 @@ def test_a_failed_checkpoint_save_stops_the_run_in_one_line(data_dir, tmp_path):
   assert run.returncode == 1 and len(ours) == 1, stderr[-3000:]
   assert stderr.strip().splitlines()[-1] == ours[0]
   assert ours[0].startswith("error: saving a checkpoint in") and "resume" in ours[0]
+  assert "fix the folder" in ours[0]  # a storage error: the folder is to blame
   assert (workdir / "saved" / "10").is_dir()  # what was saved before is intact
