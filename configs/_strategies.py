@@ -21,7 +21,7 @@ STRATEGY_OPTIONS = {
     "odsgd": {"local_lr": 0.1, "local_optimizer": "sgd", "warmup_steps": 200,
               "dc_lambda": 2.0},
     # The reconstruction's adaptive smoothing, with the delay corrections that make
-    # ssgd's own optimizer stable for it (README "Delays and their corrections"):
+    # ssgd's own optimizer stable for it (docs/delays.md):
     #   python scripts/sweep.py --config configs/mnist1d.py:pseudo_sync \
     #       --grid strategy.correction=none,replay,replay+spike --seeds 0-4
     "pseudo_sync": {"confidence": "adaptive", "phi": 0.9, "alpha_min": 0.5,

@@ -1,6 +1,6 @@
 """CIFAR-10, ResNet-20, 8 workers, synchronous SGD: the OD-SGD authors' CIFAR setting.
 
-Needs CIFAR-10 prepared in array_record format (see README "Data") and an
+Needs CIFAR-10 prepared in array_record format (see docs/data.md) and an
 accelerator: 160 epochs of ResNet-20 take days on a CPU.
 Batch 32 per worker, lr 0.1 with momentum 0.9, weight decay 1e-4, x0.1 at
 epochs 80 and 120, as in the authors' scripts.

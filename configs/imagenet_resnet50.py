@@ -1,7 +1,7 @@
 """ImageNet (ILSVRC 2012), ResNet-50, 8 workers, synchronous SGD.
 
-Needs imagenet2012 prepared in array_record format (manual download; see README
-"Data") and accelerators. Batch 32 per worker, lr 0.1 with momentum 0.9, weight
+Needs imagenet2012 prepared in array_record format (manual download; see
+docs/data.md) and accelerators. Batch 32 per worker, lr 0.1 with momentum 0.9, weight
 decay 1e-4, x0.1 at epochs 30, 60 and 80, 90 epochs.
 
   python -m experiments.train --config configs/imagenet_resnet50.py --workdir runs/imagenet \

@@ -1,6 +1,6 @@
 """MNIST, LeNet-5, 8 workers, synchronous SGD.
 
-Needs MNIST prepared in array_record format (see README "Data"); an accelerator
+Needs MNIST prepared in array_record format (see docs/data.md); an accelerator
 is recommended (about 10 minutes on a 2-core CPU).
 
   python -m experiments.train --config configs/mnist_lenet.py --workdir runs/mnist_lenet \

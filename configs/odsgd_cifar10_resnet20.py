@@ -1,6 +1,6 @@
 """OD-SGD reproduction on CIFAR-10 with ResNet-20, the authors' settings.
 
-Needs CIFAR-10 prepared in array_record format (README "Data") and an accelerator.
+Needs CIFAR-10 prepared in array_record format (docs/data.md) and an accelerator.
 From the authors' MXNet scripts: batch 32 per GPU, global lr 0.1 with momentum 0.9,
 local lr 0.5, 200 warm-up (synchronous) steps, weight decay 1e-4, lr x0.1 at epochs
 80 and 120. Their local step carries the server's 1/(B N) rescale, so local 0.5 is

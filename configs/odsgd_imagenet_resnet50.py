@@ -1,6 +1,6 @@
 """OD-SGD reproduction on ImageNet with ResNet-50 (authors' rates and warm-up).
 
-Needs imagenet2012 prepared in array_record format (manual download, README "Data")
+Needs imagenet2012 prepared in array_record format (manual download, docs/data.md)
 and accelerators. `local_lr = 0.5 / N` as in configs/odsgd_cifar10_resnet20.py.
 
   python -m experiments.train --config configs/odsgd_imagenet_resnet50.py \

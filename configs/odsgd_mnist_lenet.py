@@ -1,6 +1,6 @@
 """OD-SGD reproduction on MNIST with LeNet-5 (authors' global/local rates and warm-up).
 
-Needs MNIST prepared in array_record format (README "Data"); `local_lr = 0.5 / N`
+Needs MNIST prepared in array_record format (docs/data.md); `local_lr = 0.5 / N`
 (the authors' local 0.5 with their 1/(B N) rescale, see configs/odsgd_cifar10_resnet20.py).
 
   python -m experiments.train --config configs/odsgd_mnist_lenet.py --workdir runs/odsgd_mnist \

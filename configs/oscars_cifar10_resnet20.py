@@ -1,5 +1,5 @@
 """Oscars on a heterogeneous cluster, CIFAR-10 with ResNet-20 (speeds
-1,1,1,1,0.5,0.5,0.25,0.25). Needs CIFAR-10 prepared (README "Data") and an
+1,1,1,1,0.5,0.5,0.25,0.25). Needs CIFAR-10 prepared (docs/data.md) and an
 accelerator. Compare on the same simulated cluster with:
 
   python scripts/compare.py --config configs/oscars_cifar10_resnet20.py \

@@ -46,7 +46,7 @@ from odsgd_jax import parallel  # noqa: E402
 from odsgd_jax.cluster import synchronous_schedule  # noqa: E402
 from odsgd_jax.models import make_model  # noqa: E402
 from odsgd_jax.strategies import get_strategy, state_model_copies  # noqa: E402
-from odsgd_jax.study import environment, markdown, replace_section  # noqa: E402
+from odsgd_jax.study import environment, markdown, replace_section, run_main  # noqa: E402
 from odsgd_jax.train import (build_experiment, init_state, make_train_step,  # noqa: E402
                              train_and_evaluate)
 
@@ -372,7 +372,8 @@ def main() -> None:
   parser.add_argument("--data_steps", type=int, default=1000,
                       help="steps of the default run that measures waiting for data")
   parser.add_argument("--output", default="runs/benchmark")
-  parser.add_argument("--readme", default="", help="also write README.md's section of this name")
+  parser.add_argument("--readme", default="",
+                      help="also write the generated section of this name (docs/performance.md)")
   args = parser.parse_args()
   wanted = [e for e in args.entries.split(",") if e]
   entries = [e for e in ENTRIES if not wanted or e[0] in wanted]
@@ -396,4 +397,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-  main()
+  run_main(main)

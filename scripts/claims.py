@@ -1,5 +1,5 @@
 """Do the papers' claims hold here? Runs the studies behind each claim and writes the
-README section "Do the papers' claims hold here?".
+section "Do the papers' claims hold here?" of README.md.
 
   python scripts/claims.py [--seeds 0-4] [--preset 10gbe] [--readme]
 
@@ -91,7 +91,7 @@ def main() -> None:
   parser.add_argument("--output", default="runs/claims")
   parser.add_argument("--resume", action="store_true",
                       help="keep runs that already finished with the same config")
-  parser.add_argument("--readme", action="store_true", help="write README.md's claims section")
+  parser.add_argument("--readme", action="store_true", help="write the claims section of README.md")
   args = parser.parse_args()
   seeds = study.parse_seeds(args.seeds)
   common = [("train.eval_every", args.eval_every), ("train.log_every", args.eval_every)]

@@ -129,7 +129,7 @@ def main() -> None:
   parser.add_argument("--seeds", default="0-4")
   parser.add_argument("--processes", type=int, default=study.default_processes())
   parser.add_argument("--output", default="runs/scaling")
-  parser.add_argument("--readme", action="store_true", help="write README.md's sections")
+  parser.add_argument("--readme", action="store_true", help="write the sections of docs/cluster.md")
   args = parser.parse_args()
   os.makedirs(args.output, exist_ok=True)
   if args.train:

@@ -71,7 +71,7 @@ def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                    formatter_class=argparse.RawDescriptionHelpFormatter,
                                    epilog=__doc__.split("\n\n", 1)[1])
-  parser.add_argument("--readme", action="store_true", help="write README.md's section")
+  parser.add_argument("--readme", action="store_true", help="write the section of docs/delays.md")
   args = parser.parse_args()
   text = table()
   print(text)
@@ -80,4 +80,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-  main()
+  study.run_main(main)

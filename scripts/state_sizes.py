@@ -4,7 +4,7 @@
 
 Measured from the pytree of `tx.init(params)` (shapes only, nothing is run) for
 CNN1D (the default model) and ResNet-20; prints the table, and with --readme writes it
-into README.md.
+into docs/strategies.md.
 """
 
 import argparse
@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from configs import _strategies, default
 from odsgd_jax.models import make_model
 from odsgd_jax.strategies import STRATEGIES, state_model_copies
-from odsgd_jax.study import replace_section
+from odsgd_jax.study import replace_section, run_main
 from odsgd_jax.train import make_inner_optimizer, make_lr_schedule
 
 MODELS = {"cnn1d": (40,), "resnet20": (32, 32, 3)}
@@ -40,7 +40,8 @@ def measure() -> dict[str, dict[str, float]]:
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--readme", action="store_true", help="also write README.md's section")
+  parser.add_argument("--readme", action="store_true",
+                      help="also write the section of docs/strategies.md")
   args = parser.parse_args()
   config = default.get_config()
   copies = measure()
@@ -62,4 +63,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-  main()
+  run_main(main)

@@ -1,4 +1,4 @@
-"""Strategy state, in model copies, is what README documents (per worker)."""
+"""Strategy state, in model copies, is what docs/strategies.md documents (per worker)."""
 
 import jax
 import jax.numpy as jnp

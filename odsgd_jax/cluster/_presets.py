@@ -3,7 +3,7 @@
 A preset fixes the network (`cluster.preset=<name>` in a config); a workload fixes
 what one worker computes and sends per step (the message of a real model, the
 compute time of a real accelerator), so that the simulated clock can time a large
-model while the math runs a small one. The README's "Presets" table is printed
+model while the math runs a small one. The "Presets" table of docs/cluster.md is printed
 from here (`python scripts/scaling.py`).
 """
 

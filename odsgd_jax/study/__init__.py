@@ -19,6 +19,8 @@ from odsgd_jax.study._grid import grid as grid
 from odsgd_jax.study._grid import load_config as load_config
 from odsgd_jax.study._grid import parse_seeds as parse_seeds
 from odsgd_jax.study._grid import parse_value as parse_value
+from odsgd_jax.study._readme import SectionError as SectionError
+from odsgd_jax.study._readme import pages as pages
 from odsgd_jax.study._readme import replace_section as replace_section
 from odsgd_jax.study._readme import repository_root as repository_root
 from odsgd_jax.study._report import accuracy_table as accuracy_table

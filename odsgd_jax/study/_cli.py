@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 from odsgd_jax.data import DataError
 from odsgd_jax.study._grid import parse_value
+from odsgd_jax.study._readme import SectionError
 from odsgd_jax.study._runner import RunResult, default_processes
 from odsgd_jax.train import ConfigError
 
@@ -22,8 +23,8 @@ def add_study_flags(parser: argparse.ArgumentParser, output: str) -> None:
   parser.add_argument("--output", default=output, help="folder for the runs and the report")
   parser.add_argument("--resume", action="store_true",
                       help="keep runs that already finished with the same config")
-  parser.add_argument("--readme", default="", help="also write the result into README.md's "
-                      "section of this name (plot copied to docs/)")
+  parser.add_argument("--readme", default="", help="also write the result into the generated "
+                      "section of this name (in README.md or a docs/ page; plot copied to docs/)")
 
 
 def common_overrides(args: argparse.Namespace) -> list[tuple[str, Any]]:
@@ -55,5 +56,5 @@ def run_main(main: Callable[[], None]) -> None:
   line (exit status 1) instead of a traceback, before any run starts."""
   try:
     main()
-  except (ConfigError, DataError, FileNotFoundError) as error:
+  except (ConfigError, DataError, FileNotFoundError, SectionError) as error:
     sys.exit(f"error: {error}")

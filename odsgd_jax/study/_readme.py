@@ -1,6 +1,12 @@
-"""Writes a generated section into README.md between its markers."""
+"""Writes a generated section into the page of README.md or docs/ that holds its markers."""
 
+import glob
 import os
+import re
+
+
+class SectionError(LookupError):
+  """No page, or more than one, holds a generated section's markers."""
 
 
 def repository_root() -> str:
@@ -8,15 +14,45 @@ def repository_root() -> str:
   return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def replace_section(name: str, text: str, readme: str | None = None) -> None:
-  """Replaces what lies between `<!-- name:start -->` and `<!-- name:end -->`."""
-  readme = readme or os.path.join(repository_root(), "README.md")
+def pages(root: str | None = None) -> list[str]:
+  """README.md and the pages of docs/: where generated sections live."""
+  root = root or repository_root()
+  return [os.path.join(root, "README.md"), *sorted(glob.glob(os.path.join(root, "docs", "*.md")))]
+
+
+def _relative_links(text: str, root: str, page: str) -> str:
+  """Links of `text` that name a file by its path from the repository root (an image in
+  docs/), made relative to `page`."""
+  def relative(match: re.Match) -> str:
+    target = os.path.relpath(os.path.join(root, match.group(2)), os.path.dirname(page))
+    return f"{match.group(1)}({target})"
+  return re.sub(r"(\]\s*)\((?![a-z]+:|#|/)([^)\s]+)\)", relative, text)
+
+
+def replace_section(name: str, text: str, page: str | None = None) -> str:
+  """Replaces what lies between `<!-- name:start -->` and `<!-- name:end -->` in the one
+  page (README.md or docs/*.md, or `page`) that holds them; returns that page. Paths in
+  `text`'s links are from the repository root, as the scripts write them.
+
+  Raises:
+    SectionError: no page holds the markers, or more than one does.
+  """
   start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-  with open(readme, encoding="utf-8") as f:
-    content = f.read()
-  if start not in content or end not in content:
-    raise SystemExit(f"error: {readme} has no {start} ... {end} markers")
+  root = repository_root()
+  holders = []
+  for candidate in [page] if page else pages(root):
+    with open(candidate, encoding="utf-8") as f:
+      content = f.read()
+    if start in content and end in content:
+      holders.append((candidate, content))
+  if len(holders) != 1:
+    where = ", ".join(os.path.relpath(p, root) for p, _ in holders) or "no page"
+    raise SectionError(f"the generated section {name!r} must be in exactly one of README.md "
+                       f"and docs/*.md (between {start} and {end}); found in {where}")
+  page, content = holders[0]
   head, rest = content.split(start, 1)
   _, tail = rest.split(end, 1)
-  with open(readme, "w", encoding="utf-8") as f:
-    f.write(f"{head}{start}\n{text.rstrip()}\n{end}{tail}")
+  text = _relative_links(text.rstrip(), root, page)
+  with open(page, "w", encoding="utf-8") as f:
+    f.write(f"{head}{start}\n{text}\n{end}{tail}")
+  return page

@@ -142,8 +142,9 @@ def plot_curves(groups: Sequence[Group], path: str, target: float | None = None)
 
 def write_outputs(text: str, groups: Sequence[Group], output: str, readme_section: str = "",
                   target: float | None = None) -> None:
-  """`output`/compare.md and compare.png; with `readme_section`, README.md's section
-  of that name (table and plot, the plot copied to docs/<section>.png)."""
+  """`output`/compare.md and compare.png; with `readme_section`, the generated section of
+  that name in README.md or a docs/ page (table and plot, the plot copied to
+  docs/<section>.png)."""
   with open(os.path.join(output, "compare.md"), "w", encoding="utf-8") as f:
     f.write(text + "\n")
   plot_path = os.path.join(output, "compare.png")

@@ -53,7 +53,7 @@ def weak_scaling(network: Network, step_time: float, message_bytes: float,
 
 
 def presets_table() -> str:
-  """The README's table of presets, each number with its source."""
+  """The table of presets (docs/cluster.md), each number with its source."""
   rows = []
   for name, preset in PRESETS.items():
     net = preset.network
@@ -61,5 +61,7 @@ def presets_table() -> str:
               f"{net.inter_topology} across nodes" if net.topology == "hierarchical" else "")
     rows.append(f"| `{name}` | {preset.description} | {net.topology}{inside} | "
                 f"{net.bandwidth / 1e9:g} GB/s | {net.latency * 1e6:g} us | {preset.sources} |")
-  return "\n".join(["| preset | what | topology | bandwidth | latency | sources |",
+  return "\n".join(["Each preset's numbers with their sources; produced by "
+                    "`python scripts/scaling.py --readme`.", "",
+                    "| preset | what | topology | bandwidth | latency | sources |",
                     "|---|---|---|---|---|---|", *rows])
