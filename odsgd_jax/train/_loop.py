@@ -134,7 +134,9 @@ class _Progress:
 
 
 class _Run:
-  """One session of a run in `workdir`: resume, loop, save, report."""
+  """One session of a run in `workdir`: resumed when made; then `run` loops, saves and
+  reports. What it opens (checkpoints, metrics, progress bar, the SIGTERM handler) is
+  closed by `run`, or by the constructor when it fails."""
 
   def __init__(self, experiment: Experiment, workdir: epath.Path, batches: BatchSource | None,
                hooks: Sequence[Hook]):
@@ -145,29 +147,46 @@ class _Run:
     self.batches = batches if batches is not None else experiment.train_batches()
     self.replicated = experiment.worker_mesh.sharding(parallel.REPLICATED)
     self.schedules: dict[bytes, Any] = {}  # the schedules already on the devices
-    parallel.now_doing("opening the checkpoints")
-    self.checkpoints = Checkpoints(workdir, self.train_cfg.max_checkpoints)
     self.identity = experiment.identity()
-    self.evaluation = None
+    self.evaluation: dict[str, float] | None = None
     # (step, norms computed, metrics on device): fetched after the next step is dispatched
     self.pending = None
+    self.input_s = self.loop_s = 0.0  # of this session's loop: reading input, and in all
+    self.checkpoints = self.writer = self.bar = None
+    self.preemption = _PreemptionNotice()  # from the start: a SIGTERM while resuming counts
+    try:
+      parallel.now_doing("opening the checkpoints")
+      self.checkpoints = Checkpoints(workdir, self.train_cfg.max_checkpoints)
+      self.state, self.resumed_step, self.progress = self._resume()
+      self.start_step = int(self.state.step)
+      self.evaluator = experiment.evaluator()
+      self.writer = MetricsWriter(workdir, enabled=self.is_writer, resumed_step=self.resumed_step)
+      self.bar = tqdm.tqdm(total=self.train_cfg.num_steps, initial=self.start_step, unit="step",
+                           dynamic_ncols=True,
+                           disable=not (self.is_writer and self.train_cfg.progress_bar))
+      self.last_log = (self.start_step, time.perf_counter())  # (step, time) of the last row
+    except BaseException:
+      self.close()
+      raise
 
-  def resume(self) -> None:
-    """The latest checkpoint's state and progress, or a fresh start; then the clock."""
+  def _resume(self) -> tuple[TrainState, int | None, _Progress]:
+    """The latest checkpoint's state, its step and the progress with the clock, or a fresh
+    start; the data pipeline moved to the saved positions."""
     parallel.now_doing("resuming from the latest checkpoint")
-    self.state = self.x.init_state()
+    state = self.x.init_state()
     saved: dict[str, Any] = {}
-    self.resumed_step = self.checkpoints.latest_step()
-    if self.resumed_step is not None:
-      self.state, saved = self.checkpoints.restore(self.resumed_step, self.state, self.identity)
+    resumed_step = self.checkpoints.latest_step()
+    if resumed_step is not None:
+      state, saved = self.checkpoints.restore(resumed_step, state, self.identity)
     if self.is_writer:  # only once the checkpoint is known to belong to this config
       _write_json_atomically(self.workdir / "config.json", self.x.config.to_dict())
-    self.start_step = int(self.state.step)
-    clock = SimulatedClock(self.x.config, self._step_time(saved), message_bytes(self.state.params))
-    self.progress = _Progress(self.x, clock, saved)
-    self.batches.seek(self.progress.data_positions[self.workers.start:self.workers.stop])
+    clock = SimulatedClock(self.x.config, self._step_time(saved, state),
+                           message_bytes(state.params))
+    progress = _Progress(self.x, clock, saved)
+    self.batches.seek(progress.data_positions[self.workers.start:self.workers.stop])
+    return state, resumed_step, progress
 
-  def _step_time(self, saved: dict[str, Any]) -> float:
+  def _step_time(self, saved: dict[str, Any], state: TrainState) -> float:
     """Seconds of one simulated step: the config's, or this host's compiled step
     measured once (a resumed run keeps its measurement)."""
     step_time = saved.get("clock", {}).get("step_time") or self.x.config.cluster.step_time
@@ -175,7 +194,7 @@ class _Run:
       return step_time
     probe = parallel.put_batch(self.x.worker_mesh, self.x.train_batches().take())
     return self.x.config.cluster.compute_scale * calibrate_step_time(
-        self.x.train_step, self.state, probe, synchronous_schedule(0, self.x.num_workers),
+        self.x.train_step, state, probe, synchronous_schedule(0, self.x.num_workers),
         self.x.worker_mesh.workers_per_device)
 
   def finish_step(self) -> None:
@@ -255,7 +274,7 @@ class _Run:
       self.finish_step()
     self.pending = (step, norms, metrics)
 
-  def loop(self, preemption: _PreemptionNotice) -> None:
+  def loop(self) -> None:
     """Steps to the end, evaluating, checkpointing, and saving on SIGTERM."""
     for step in range(self.start_step + 1, self.train_cfg.num_steps + 1):
       self.tick(step)
@@ -263,7 +282,7 @@ class _Run:
       eval_due = step % self.train_cfg.eval_every == 0 or step == self.train_cfg.num_steps
       save_due = step % self.train_cfg.checkpoint_every == 0 or step == self.train_cfg.num_steps
       parallel.now_doing(f"agreeing whether the run was preempted at step {step}")
-      if preemption.requested(step):
+      if self.preemption.requested(step):
         self.finish_step()
         self.save(step)
         raise Preempted(step, self.checkpoints.directory)
@@ -277,44 +296,31 @@ class _Run:
       self.finish_step()
 
   def run(self) -> dict[str, Any]:
-    """The session: resume, train to the end, save the model, return the summary.
+    """The session: train to the end, save the model, return the summary.
 
     Raises:
       parallel.PeerLostError: a collective between the processes failed (another
         process has probably died); the checkpoints being written are not waited for.
     """
-    preemption = _PreemptionNotice()
-    self.writer = self.bar = None
     try:
       with parallel.across_processes():
-        self.session(preemption)
+        self.session()
         parallel.now_doing("writing the last checkpoint")
         self.checkpoints.close()
     except parallel.PeerLostError:
       self.checkpoints.abandon()  # finishing its saves needs the dead process: it would hang
       raise
     finally:
-      preemption.close()
-      for closable in (self.bar, self.writer):
-        if closable is not None:
-          closable.close()
-      self.checkpoints.close()  # after an error: the last save is kept intact
+      self.close()
     return self.summary()
 
-  def session(self, preemption: _PreemptionNotice) -> None:
-    """Resumes, trains to the end and saves the model."""
-    self.resume()
-    self.evaluator = self.x.evaluator()
-    self.writer = MetricsWriter(self.workdir, enabled=self.is_writer,
-                                resumed_step=self.resumed_step)
-    self.bar = tqdm.tqdm(total=self.train_cfg.num_steps, initial=self.start_step, unit="step",
-                         dynamic_ncols=True,
-                         disable=not (self.is_writer and self.train_cfg.progress_bar))
+  def session(self) -> None:
+    """Trains to the end and saves the model."""
     for hook in self.hooks:
       hook.on_start(self.x, self.state)
     started = time.perf_counter()
-    self.input_s, self.last_log = 0.0, (self.start_step, started)
-    self.loop(preemption)
+    self.last_log = (self.start_step, started)
+    self.loop()
     self.loop_s = time.perf_counter() - started  # the training loop, evaluations included
     if self.evaluation is None:  # resumed a finished run: report it again
       parallel.now_doing("evaluating the finished run")
@@ -325,6 +331,13 @@ class _Run:
       checkpointer.save(self.workdir / "model",
                         parallel.fetch(model_variables(self.state, self.x.strategy)),
                         force=True)  # host arrays: load anywhere
+
+  def close(self) -> None:
+    """Closes what the session opened; after an error, the last save is kept intact."""
+    self.preemption.close()
+    for closable in (self.bar, self.writer, self.checkpoints):
+      if closable is not None:
+        closable.close()
 
   def summary(self) -> dict[str, Any]:
     steps, data_cfg = int(self.state.step), self.x.config.data
