@@ -6,8 +6,6 @@ import optax
 
 from odsgd_jax import comm, domains
 
-AxisName = str | tuple[str, ...]
-
 
 class SsgdState(NamedTuple):
   """State of `ssgd`: only the inner optimizer's."""
@@ -18,7 +16,7 @@ class SsgdState(NamedTuple):
 
 @domains.declared(compression=comm.COMPRESSION)
 def ssgd(
-    inner: optax.GradientTransformation, *, axis_name: AxisName,
+    inner: optax.GradientTransformation, *, axis_name: comm.AxisName,
     compression: "str | comm.Communication | None" = None,
 ) -> optax.GradientTransformationExtraArgs:
   """Synchronizes gradients with a mean over `axis_name`, then applies `inner`.
