@@ -46,9 +46,11 @@ _COORDINATOR = flags.DEFINE_string(
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Processes in the run.")
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index, 0-based.")
 _HEARTBEAT = flags.DEFINE_integer(
-    "heartbeat_timeout_s", 100, "A process that stops answering for this long ends the run.")
+    "heartbeat_timeout_s", 100, "A process that stops answering for this long ends the run.",
+    lower_bound=1)
 _JOIN_TIMEOUT = flags.DEFINE_integer(
-    "join_timeout_s", 300, "How long the processes wait for each other to start.")
+    "join_timeout_s", 300, "How long the processes wait for each other to start.",
+    lower_bound=1)
 
 
 def _last_line(error: BaseException) -> str:

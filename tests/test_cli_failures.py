@@ -66,6 +66,8 @@ FLAG_CASES = [
     ("misspelt field", DEFAULT, ["--config.train.num_step=5"],
      "unknown config field train.num_step; did you mean train.num_steps?"),
     ("unknown flag", DEFAULT, ["--no_such_flag=1"], "Unknown command line flag"),
+    ("zero join timeout", DEFAULT, ["--join_timeout_s=0"],
+     "flag --join_timeout_s=0: 0 is not a positive integer"),
 ]
 
 
