@@ -89,6 +89,14 @@ def test_grid_names_seeds_and_overrides():
   assert study.parse_value("(1, 2)") == (1, 2) and study.parse_value("ring") == "ring"
 
 
+def test_a_project_config_loads_from_any_working_directory(tmp_path, monkeypatch):
+  here = study.load_config("configs/default.py:pseudo_sync,runlocal")
+  monkeypatch.chdir(tmp_path)  # no configs/ here: the installed package's is used
+  assert study.load_config("configs/default.py:pseudo_sync,runlocal") == here
+  with pytest.raises(FileNotFoundError, match="'configs/nosuch.py' does not exist"):
+    study.load_config("configs/nosuch.py")
+
+
 def test_a_study_runs_its_grid_and_writes_every_seed(data_dir, tmp_path):
   common = [("data.data_dir", data_dir), ("train.eval_every", 3)]
   specs = study.strategy_specs("configs/default.py:steps=6", ["ssgd"], [0, 1], common)

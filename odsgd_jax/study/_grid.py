@@ -11,13 +11,26 @@ from typing import Any, Sequence
 import ml_collections
 
 
+def _config_file(path: str) -> str:
+  """`path`, or where it names one of this project's configs ("configs/default.py") and
+  the working directory is not the checkout, that file of the installed `configs`
+  package: a study runs from any folder."""
+  if os.path.isfile(path):
+    return path
+  folder, name = os.path.split(os.path.normpath(path))
+  installed = importlib.util.find_spec("configs") if os.path.basename(folder) == "configs" else None
+  for location in (installed.submodule_search_locations or []) if installed else []:
+    if os.path.isfile(os.path.join(location, name)):
+      return os.path.join(location, name)
+  raise FileNotFoundError(f"config file {path!r} does not exist")
+
+
 def load_config(spec: str) -> ml_collections.ConfigDict:
   """The config of "path/to/file.py" or "path/to/file.py:arg", as `--config` loads it
-  (the file's `get_config()`, or `get_config(arg)`)."""
+  (the file's `get_config()`, or `get_config(arg)`). "configs/<file>.py" is found in the
+  installed package when the working directory has no such file."""
   path, _, arg = spec.partition(":")
-  if not os.path.isfile(path):
-    raise FileNotFoundError(f"config file {path!r} does not exist")
-  module_spec = importlib.util.spec_from_file_location("study_config", path)
+  module_spec = importlib.util.spec_from_file_location("study_config", _config_file(path))
   module = importlib.util.module_from_spec(module_spec)
   module_spec.loader.exec_module(module)
   return module.get_config(arg) if arg else module.get_config()
