@@ -23,9 +23,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from odsgd_jax import study  # noqa: E402
+from odsgd_jax import cluster, study  # noqa: E402
 from odsgd_jax.cluster import PRESETS, WORKLOADS, Overlap  # noqa: E402
-from odsgd_jax.train._simulation import network_of, overlap_of  # noqa: E402
 
 PAPER = {64: 0.934, 128: 0.905}  # Wen et al., pseudo-synchronous SGD on Tianhe-2
 SIZES = [2**k for k in range(13)]  # 1 .. 4096
@@ -91,7 +90,8 @@ def training_study(args) -> str:
     per_step.setdefault(result.spec.label, []).append(
         result.summary["sim_time_s"] / result.summary["steps"])
   config = study.load_config(args.config)
-  network, overlap = network_of(config.cluster), overlap_of(config.cluster)
+  network = cluster.network_from_config(config.cluster)
+  overlap = cluster.overlap_from_config(config.cluster)
   bytes_ = results[0].summary["sim_message_bytes"]
   rows = []
   for n in sizes:

@@ -1,6 +1,10 @@
 """Simulated cluster: worker speeds, network costs, and per-strategy timelines that
 produce each tick's schedule and its simulated duration."""
 
+from odsgd_jax.cluster._config import ClusterSpec as ClusterSpec
+from odsgd_jax.cluster._config import from_config as from_config
+from odsgd_jax.cluster._config import network_from_config as network_from_config
+from odsgd_jax.cluster._config import overlap_from_config as overlap_from_config
 from odsgd_jax.cluster._hardware import INTER_TOPOLOGIES as INTER_TOPOLOGIES
 from odsgd_jax.cluster._hardware import TOPOLOGIES as TOPOLOGIES
 from odsgd_jax.cluster._hardware import Network as Network

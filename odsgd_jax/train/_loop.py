@@ -20,7 +20,8 @@ from odsgd_jax.cluster import synchronous_schedule
 from odsgd_jax.train._checkpoint import Checkpoints
 from odsgd_jax.train._experiment import Experiment, build_experiment
 from odsgd_jax.train._metrics import MetricsWriter
-from odsgd_jax.train._simulation import SimulatedClock, calibrate_step_time, message_bytes
+from odsgd_jax.train._simulation import (SimulatedClock, calibrate_step_time, message_bytes,
+                                         simulated_clock)
 from odsgd_jax.train._step import TrainState, model_variables
 from odsgd_jax.train._validate import ConfigError
 
@@ -180,8 +181,8 @@ class _Run:
       state, saved = self.checkpoints.restore(resumed_step, state, self.identity)
     if self.is_writer:  # only once the checkpoint is known to belong to this config
       _write_json_atomically(self.workdir / "config.json", self.x.config.to_dict())
-    clock = SimulatedClock(self.x.config, self._step_time(saved, state),
-                           message_bytes(state.params))
+    clock = simulated_clock(self.x.config, self._step_time(saved, state),
+                            message_bytes(state.params))
     progress = _Progress(self.x, clock, saved)
     self.batches.seek(progress.data_positions[self.workers.start:self.workers.stop])
     return state, resumed_step, progress

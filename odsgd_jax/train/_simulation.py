@@ -9,7 +9,8 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from odsgd_jax.cluster import Network, Overlap, Schedule, Workers, get_preset
+from odsgd_jax import cluster
+from odsgd_jax.cluster import Schedule, Timeline
 from odsgd_jax.strategies import get_strategy
 
 
@@ -39,29 +40,16 @@ def calibrate_step_time(train_step: Callable, state: Any, batch: Any, schedule: 
   return float(np.median(times)) / workers_per_device
 
 
-def network_of(cluster: ml_collections.ConfigDict) -> Network:
-  """The configured network: `cluster.preset`'s when one is named (its numbers win
-  over the individual fields), else the fields'."""
-  if cluster.get("preset"):
-    return get_preset(cluster.preset).network
-  return Network(bandwidth=cluster.bandwidth, latency=cluster.latency,
-                 topology=cluster.topology, intra_bandwidth=cluster.intra_bandwidth,
-                 workers_per_node=cluster.workers_per_node,
-                 inter_topology=cluster.get("inter_topology", "ring"))
-
-
-def overlap_of(cluster: ml_collections.ConfigDict) -> Overlap | None:
-  """How a synchronous all-reduce overlaps the backward pass (None: not at all)."""
-  if cluster.get("overlap", "none") == "none":
-    return None
-  return Overlap(backward_share=cluster.backward_share, bucket_bytes=cluster.bucket_bytes)
-
-
-def workers_of(cluster: ml_collections.ConfigDict, step_time: float) -> Workers:
-  speeds = tuple(cluster.speeds) or (1.0,) * cluster.num_workers
-  return Workers(speeds=speeds, step_time=step_time, jitter=cluster.jitter,
-                 straggler_prob=cluster.straggler_prob,
-                 straggler_slowdown=cluster.straggler_slowdown, seed=cluster.seed)
+def simulated_clock(config: ml_collections.ConfigDict, step_time: float,
+                    model_bytes: float) -> "SimulatedClock":
+  """The clock of `config`'s cluster, with its strategy's timeline; `model_bytes`: the
+  trained model's float bytes."""
+  spec = cluster.from_config(config.cluster, step_time)
+  num_bytes = spec.message_bytes or model_bytes
+  options = {k: v for k, v in config.strategy.to_dict().items() if k != "name"}
+  timeline = get_strategy(config.strategy.name).make_timeline(
+      spec.workers, spec.network, num_bytes, spec.overlap, **options)
+  return SimulatedClock(timeline, step_time, model_bytes, num_bytes)
 
 
 class SimulatedClock:
@@ -72,19 +60,13 @@ class SimulatedClock:
   it (computing, communicating, idle).
   """
 
-  def __init__(self, config: ml_collections.ConfigDict, step_time: float, num_bytes: float):
-    """`num_bytes`: the model's float bytes; `cluster.message_bytes` (if > 0) replaces
-    it, so that the clock can time a larger model than the one trained."""
-    cluster = config.cluster
-    self.model_bytes = num_bytes
-    num_bytes = cluster.get("message_bytes") or num_bytes
-    self.workers = workers_of(cluster, step_time)
-    self.network = network_of(cluster)
-    options = {k: v for k, v in config.strategy.to_dict().items() if k != "name"}
-    self.timeline = get_strategy(config.strategy.name).make_timeline(
-        self.workers, self.network, num_bytes, overlap_of(cluster), **options)
-    self.step_time, self.message_bytes = step_time, num_bytes
-    n = self.workers.num_workers
+  def __init__(self, timeline: Timeline, step_time: float, model_bytes: float,
+               message_bytes: float):
+    """`model_bytes`: the trained model's float bytes; `message_bytes`: what a message is
+    timed as (larger, when the clock times a larger model than the one trained)."""
+    self.timeline, self.step_time = timeline, step_time
+    self.model_bytes, self.message_bytes = model_bytes, message_bytes
+    n = timeline.workers.num_workers
     self.time = 0.0
     self.totals = {"compute": np.zeros(n), "communication": np.zeros(n), "idle": np.zeros(n)}
     self.bits_sent = 0.0  # bits one worker sent over the run
