@@ -33,6 +33,13 @@ def _wrapped(error):
     return outer
 
 
+def _raising(error):
+  """A stand-in for orbax's save that fails with `error`."""
+  def save(*args, **kwargs):
+    raise error
+  return save
+
+
 def test_a_failed_collective_is_a_peer_failure_only_between_processes(two_processes, monkeypatch):
   assert parallel.is_peer_failure(jax.errors.JaxRuntimeError(GLOO))
   assert parallel.is_peer_failure(_wrapped(jax.errors.JaxRuntimeError(GLOO)))
@@ -67,7 +74,7 @@ def test_across_processes_names_what_was_being_done_and_for_how_long(two_process
 def test_a_failed_save_blames_the_folder_only_for_a_storage_error(tmp_path, monkeypatch, error,
                                                                    expected):
   checkpoints = Checkpoints(tmp_path, max_to_keep=2)
-  monkeypatch.setattr(checkpoints._manager, "save", lambda *a, **k: (_ for _ in ()).throw(error))
+  monkeypatch.setattr(checkpoints._manager, "save", _raising(error))
   with pytest.raises(CheckpointError, match=expected) as failed:
     checkpoints.save(1, {"x": 1.0}, {})
   assert ("fix the folder" in str(failed.value)) == (expected == "fix the folder")
@@ -78,7 +85,7 @@ def test_a_save_whose_collective_failed_is_passed_on_as_the_peer_failure_it_is(
   checkpoints = Checkpoints(tmp_path, max_to_keep=2)
   monkeypatch.setattr(jax, "process_count", lambda: 2)  # once orbax has opened the folder
   gloo = _wrapped(jax.errors.JaxRuntimeError(GLOO))
-  monkeypatch.setattr(checkpoints._manager, "save", lambda *a, **k: (_ for _ in ()).throw(gloo))
+  monkeypatch.setattr(checkpoints._manager, "save", _raising(gloo))
   with pytest.raises(parallel.PeerLostError, match="while saving the checkpoint of step 3"):
     with parallel.across_processes():
       parallel.now_doing("saving the checkpoint of step 3")

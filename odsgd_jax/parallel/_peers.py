@@ -71,6 +71,12 @@ def is_peer_failure(error: BaseException) -> bool:
   return _failed_collective(error) is not None
 
 
+def _first_line(error: BaseException) -> str:
+  """The error's type and the first line of its message: what a one-line report quotes."""
+  lines = str(error).strip().splitlines()
+  return f"{type(error).__name__}: {lines[0] if lines else ''}"[:300]
+
+
 _RERUN = ("Restart every process with the same command; the run resumes from its last "
           "complete checkpoint")
 
@@ -82,10 +88,9 @@ class PeerLostError(RuntimeError):
   @classmethod
   def collective_failed(cls, error: BaseException) -> "PeerLostError":
     what, waited_s = doing()
-    cause = _failed_collective(error) or error
-    reason = (str(cause).strip().splitlines() or [""])[0][:300]
     return cls(f"a collective between the {jax.process_count()} processes failed while "
-               f"{what}, after waiting {waited_s:.1f} s ({type(cause).__name__}: {reason}): "
+               f"{what}, after waiting {waited_s:.1f} s "
+               f"({_first_line(_failed_collective(error) or error)}): "
                f"another process of this run has probably died. {_RERUN}")
 
   @classmethod
@@ -97,9 +102,9 @@ class PeerLostError(RuntimeError):
   @classmethod
   def coordinator_gone(cls, cause: BaseException) -> "PeerLostError":
     what, waited_s = doing()
-    reason = (str(cause).strip().splitlines() or [""])[0][:200]
     return cls(f"the coordinator of this run (process 0) stopped answering while this process "
-               f"was {what}, after {waited_s:.1f} s ({reason}): it has probably died. {_RERUN}")
+               f"was {what}, after {waited_s:.1f} s ({_first_line(cause)}): it has probably "
+               f"died. {_RERUN}")
 
 
 @contextlib.contextmanager

@@ -18,10 +18,10 @@ def _config_file(path: str) -> str:
   if os.path.isfile(path):
     return path
   folder, name = os.path.split(os.path.normpath(path))
-  installed = importlib.util.find_spec("configs") if os.path.basename(folder) == "configs" else None
-  for location in (installed.submodule_search_locations or []) if installed else []:
-    if os.path.isfile(os.path.join(location, name)):
-      return os.path.join(location, name)
+  if os.path.basename(folder) == "configs" and (installed := importlib.util.find_spec("configs")):
+    for location in installed.submodule_search_locations or []:
+      if os.path.isfile(os.path.join(location, name)):
+        return os.path.join(location, name)
   raise FileNotFoundError(f"config file {path!r} does not exist")
 
 
