@@ -103,6 +103,11 @@ FLAG = Domain("bool")
 FRACTION = real(0, 1, high_open=True)  # a momentum, a smoothing factor
 
 
+class OptionError(ValueError):
+  """A factory's keyword option outside its declared domain (the message starts with
+  the option's name, so that a caller can prefix the config section)."""
+
+
 def check_value(field: str, value: Any, domain: Domain) -> None:
   """Raises ValueError, one line: the field, the value, why and what is allowed."""
   problem = domain.problem(value)
@@ -125,7 +130,10 @@ def declared(**domains: Domain) -> Callable[[Callable[..., Any]], Callable[..., 
       bound = signature.bind(*args, **kwargs)
       bound.apply_defaults()
       for name, domain in domains.items():
-        check_value(name, bound.arguments[name], domain)
+        problem = domain.problem(bound.arguments[name])
+        if problem is not None:
+          raise OptionError(f"{name}={bound.arguments[name]!r} {problem}; "
+                            f"allowed: {domain.describe()}")
       return factory(*args, **kwargs)
 
     checked.domains = dict(domains)

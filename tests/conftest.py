@@ -37,6 +37,10 @@ import pytest  # noqa: E402
 
 from configs import default  # noqa: E402
 
+# A strategy written inside a test registers itself on import: imported here, before any
+# test module is collected, it is in every table parametrized over the registry.
+from tests import test_new_strategy  # noqa: E402, F401
+
 
 def pytest_configure(config):
   config.addinivalue_line("markers", "devices(n): the test needs n devices (skipped with fewer)")

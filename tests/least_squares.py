@@ -1,21 +1,18 @@
 """Linear least squares on N workers: the shared problem of the exact-math tests.
 
-Each worker has its own batches; `run_jax` runs a registered strategy under
-`jax.vmap` and returns every worker's parameters after every tick.
+Each worker has its own batches; `run_jax` runs a registered strategy on the shared
+harness (`odsgd_jax.strategies.worker_ticks`) and returns every worker's parameters
+after every tick.
 """
-
-import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from odsgd_jax.cluster import Schedule, synchronous_schedule
-from odsgd_jax.strategies import STRATEGIES
+from odsgd_jax import strategies
 
 N, T, DIM, BATCH = 4, 12, 5, 8
-AXIS = "workers"
 
 _rng = np.random.default_rng(42)
 FEATURES = _rng.normal(size=(T, N, BATCH, DIM))
@@ -40,26 +37,25 @@ def homogeneous_schedules():
 
 def run_jax(name, inner, schedules, num_workers=N, with_logs=False, steady_from=None,
             **options):
-  """The registered strategy under vmap: per-tick params (T, N, DIM) and the model
-  (and, `with_logs`, the strategy's logged metrics after every tick). From tick
-  `steady_from` on, `update(..., steady=True)`, as the train step calls it."""
-  tx = STRATEGIES[name].make(inner, axis_name=AXIS, **options)
+  """The registered strategy on the shared harness (`strategies.worker_ticks`): per-tick
+  params (T, N, DIM) and the model (and, `with_logs`, the strategy's logged metrics after
+  every tick). `options` as a config writes them, `inner_momentum` among them if given.
+  From tick `steady_from` on, `update(..., steady=True)`, as the train step calls it."""
+  inner_momentum = options.pop("inner_momentum", None)
+  spec = strategies.resolve(name, options, inner_momentum)
+  tx = spec.make(inner, strategies.AXIS)
   features = jnp.asarray(FEATURES[:, :num_workers], jnp.float32)
   targets = jnp.asarray(TARGETS[:, :num_workers], jnp.float32)
 
-  def worker_tick(x, opt_state, t, schedule, **steady):
-    worker = jax.lax.axis_index(AXIS)
+  def loss_and_grad(x, t, worker):
     a, b = features[t, worker], targets[t, worker]
     residual = a @ x - b
-    grads, loss = a.T @ residual / BATCH, 0.5 * jnp.mean(residual**2)
-    updates, opt_state = tx.update(grads, opt_state, x, schedule=schedule, loss=loss, **steady)
-    return optax.apply_updates(x, updates), opt_state
+    return 0.5 * jnp.mean(residual**2), a.T @ residual / BATCH
 
-  general_tick, steady_tick = (
-      jax.jit(jax.vmap(functools.partial(worker_tick, **steady), in_axes=(0, 0, None, None),
-                       axis_name=AXIS)) for steady in ({}, {"steady": True}))
+  general_tick, steady_tick = (jax.jit(strategies.worker_ticks(tx, loss_and_grad, steady))
+                               for steady in (False, True))
   x = jnp.tile(jnp.asarray(X0, jnp.float32), (num_workers, 1))
-  opt_state = jax.vmap(tx.init)(x)
+  opt_state = strategies.init_workers(tx, x)
   history, logs = [], []
   for t, (active, order) in enumerate(schedules):
     schedule = Schedule(active=jnp.asarray(active[:num_workers]),
@@ -67,6 +63,6 @@ def run_jax(name, inner, schedules, num_workers=N, with_logs=False, steady_from=
     tick = steady_tick if steady_from is not None and t >= steady_from else general_tick
     x, opt_state = tick(x, opt_state, t, schedule)
     history.append(np.asarray(x))
-    logs.append({k: float(np.mean(v)) for k, v in STRATEGIES[name].log(opt_state).items()})
-  model = np.asarray(STRATEGIES[name].model_params(x, opt_state))
+    logs.append({k: float(np.mean(v)) for k, v in spec.definition.log(opt_state).items()})
+  model = np.asarray(spec.definition.model_params(x, opt_state))
   return (np.stack(history), model, logs) if with_logs else (np.stack(history), model)

@@ -6,6 +6,8 @@ ticks of N workers on a problem given by `grad(t, i, x) -> (gradient, loss)` and
 returns the workers' parameters after every tick, shape (T, N, d), and the model.
 """
 
+from typing import Callable, NamedTuple
+
 import numpy as np
 
 
@@ -254,3 +256,121 @@ def local_sgd(grad, x0, N, T, inner, period, schedules=None, weighted=False, ada
   weights = steps_arr if steps_arr.sum() > 0 else np.ones(N)
   model = sum(w * x for w, x in zip(weights, xs, strict=True)) / weights.sum()
   return np.array(history), model
+
+
+class Case(NamedTuple):
+  """A strategy with options (as a config writes them), its reference, and the schedules
+  it is checked under ("homogeneous" or "heterogeneous")."""
+
+  strategy: str
+  options: dict
+  reference: Callable  # ((grad, x0, N, T), inner, schedules) -> (history, model)
+  schedules: str
+
+
+CASES: dict[str, Case] = {}
+
+
+def add_case(name: str, strategy: str, options: dict, reference: Callable,
+             schedules: str = "homogeneous") -> None:
+  """Checks `strategy` with `options` against `reference` in tests/test_exact_math.py (a
+  strategy written in a test adds its own case this way)."""
+  if name in CASES:
+    raise ValueError(f"reference case {name!r} exists; choose another name")
+  CASES[name] = Case(strategy, options, reference, schedules)
+
+
+# name: (strategy, options, reference, schedules)
+_BUILT_IN = {
+    "ssgd": ("ssgd", {}, lambda p, inner, sch: ssgd(*p, inner), "homogeneous"),
+    "asgd": ("asgd", {}, lambda p, inner, sch: asgd(*p, inner, sch),
+             "heterogeneous"),
+    "asgd_homogeneous": ("asgd", {}, lambda p, inner, sch: asgd(*p, inner, sch),
+                         "homogeneous"),
+    "dc_asgd": ("asgd", {"delay_compensation": 0.5},
+                lambda p, inner, sch: asgd(*p, inner, sch,
+                                            delay_compensation=0.5), "heterogeneous"),
+    "asgd_spike": ("asgd", {"correction": "spike", "inner_momentum": 0.8},
+                   lambda p, inner, sch: asgd(*p, inner, sch,
+                                               correction="spike", inner_momentum=0.8),
+                   "heterogeneous"),
+    "asgd_predict_dc": ("asgd", {"correction": "predict", "delay_compensation": 0.5},
+                        lambda p, inner, sch: asgd(*p, inner, sch,
+                                                    delay_compensation=0.5, correction="predict"),
+                        "heterogeneous"),
+    "ssp": ("ssp", {"staleness": 1},
+            lambda p, inner, sch: ssp(*p, inner, sch, staleness=1),
+            "heterogeneous"),
+    "ssp_bsp": ("ssp", {"staleness": 0},
+                lambda p, inner, sch: ssp(*p, inner, sch, staleness=0),
+                "heterogeneous"),
+    "odsgd_sgd": ("odsgd", {"local_lr": 0.05, "warmup_steps": 3},
+                  lambda p, inner, sch: odsgd(*p, inner, 0.05, warmup_steps=3),
+                  "homogeneous"),
+    "odsgd_momentum": ("odsgd", {"local_lr": 0.05, "local_optimizer": "momentum",
+                                 "warmup_steps": 0, "local_weight_decay": 0.01},
+                       lambda p, inner, sch: odsgd(*p, inner, 0.05, "momentum",
+                                                    0, local_weight_decay=0.01), "homogeneous"),
+    "odsgd_dcasgd": ("odsgd", {"local_lr": 0.05, "local_optimizer": "dcasgd", "warmup_steps": 2,
+                               "dc_lambda": 2.0},
+                     lambda p, inner, sch: odsgd(*p, inner, 0.05, "dcasgd", 2,
+                                                  dc_lambda=2.0), "homogeneous"),
+    "odsgd_replay": ("odsgd", {"local_lr": 0.0, "local_optimizer": "replay", "warmup_steps": 2},
+                     lambda p, inner, sch: odsgd(*p, inner, 0.0, "replay", 2),
+                     "homogeneous"),
+    "odsgd_replay_spike": ("odsgd", {"local_lr": 0.0, "local_optimizer": "replay",
+                                     "warmup_steps": 2, "correction": "spike"},
+                           lambda p, inner, sch: odsgd(*p, inner, 0.0,
+                                                        "replay", 2, correction="spike"),
+                           "homogeneous"),
+    "odsgd_dcasgd_predict_spike": (
+        "odsgd", {"local_lr": 0.05, "local_optimizer": "dcasgd", "warmup_steps": 2,
+                  "correction": "predict+spike", "inner_momentum": 0.7},
+        lambda p, inner, sch: odsgd(*p, inner, 0.05, "dcasgd", 2,
+                                     correction="predict+spike", inner_momentum=0.7),
+        "homogeneous"),
+    "pseudo_sync": ("pseudo_sync", {},
+                    lambda p, inner, sch: pseudo_sync(*p, inner),
+                    "homogeneous"),
+    "pseudo_sync_fixed": ("pseudo_sync", {"confidence": "fixed", "alpha": 0.3},
+                          lambda p, inner, sch: pseudo_sync(*p, inner, "fixed",
+                                                             alpha=0.3), "homogeneous"),
+    "pseudo_sync_predict_spike": ("pseudo_sync", {"correction": "predict+spike"},
+                                  lambda p, inner, sch: pseudo_sync(
+                                      *p, inner, correction="predict+spike"),
+                                  "homogeneous"),
+    "pseudo_sync_replay": ("pseudo_sync", {"confidence": "fixed", "alpha": 0.6,
+                                           "correction": "replay"},
+                           lambda p, inner, sch: pseudo_sync(*p, inner,
+                                                              "fixed", alpha=0.6,
+                                                              correction="replay"),
+                           "homogeneous"),
+    "pseudo_sync_replay_spike": ("pseudo_sync", {"correction": "replay+spike",
+                                                 "inner_momentum": 0.8},
+                                 lambda p, inner, sch: pseudo_sync(
+                                     *p, inner, correction="replay+spike",
+                                     inner_momentum=0.8), "homogeneous"),
+    "local_sgd": ("local_sgd", {"period": 3},
+                  lambda p, inner, sch: local_sgd(*p, inner, 3),
+                  "homogeneous"),
+    "local_sgd_diloco": ("local_sgd", {"period": 4, "average_inner_state": True,
+                                       "outer": {"learning_rate": 0.7, "momentum": 0.9,
+                                                 "nesterov": True}},
+                         lambda p, inner, sch: local_sgd(
+                             *p, inner, 4, average_inner_state=True,
+                             outer=SGD(0.7, momentum=0.9, nesterov=True)), "homogeneous"),
+    "oscars_fixed": ("oscars", {"period": 3},
+                     lambda p, inner, sch: local_sgd(*p, inner, 3, sch,
+                                                      weighted=True), "heterogeneous"),
+    "oscars_linear": ("oscars", {"period": 2, "adapt": "linear"},
+                      lambda p, inner, sch: local_sgd(*p, inner, 2, sch,
+                                                       weighted=True, adapt="linear"),
+                      "heterogeneous"),
+    "oscars_loss": ("oscars", {"period": 4, "adapt": "loss"},
+                    lambda p, inner, sch: local_sgd(*p, inner, 4, sch,
+                                                     weighted=True, adapt="loss"),
+                    "heterogeneous"),
+}
+
+for _name, _case in _BUILT_IN.items():
+  add_case(_name, *_case)

@@ -1,7 +1,8 @@
 """Checks every registered strategy must pass (docs/DESIGN.md "Checks").
 
-Strategies run once per worker under `jax.vmap(..., axis_name=AXIS)`; the
-cluster schedule is the homogeneous default.
+Strategies run once per worker on the shared harness (`strategies.worker_ticks`), with the first
+options each declares (`StrategyDef.examples`); the cluster schedule is the homogeneous
+default. Every registered strategy is checked, a test's own included.
 """
 
 import jax
@@ -11,44 +12,23 @@ import optax
 import pytest
 
 from odsgd_jax.cluster import synchronous_schedule
-from odsgd_jax.strategies import STRATEGIES
+from odsgd_jax.strategies import AXIS, STRATEGIES, init_workers, worker_ticks
 
-AXIS = "workers"
 NUM_WORKERS = 4
-
-# Options each strategy is tested with; a new strategy must be added here.
-TEST_OPTIONS = {
-    "ssgd": {},
-    "asgd": {"delay_compensation": 0.1},
-    "ssp": {"staleness": 2},
-    "odsgd": {"local_lr": 0.05, "warmup_steps": 2, "local_optimizer": "momentum"},
-    "pseudo_sync": {"correction": "replay+spike"},
-    "local_sgd": {"period": 3},
-    "oscars": {"period": 3, "adapt": "linear"},
-}
-
-
-def test_every_strategy_is_covered():
-  assert set(TEST_OPTIONS) == set(STRATEGIES)
 
 
 def _make(name, inner):
-  return STRATEGIES[name].make(inner, axis_name=AXIS, **TEST_OPTIONS[name])
+  """The strategy with the first options it declares as an example (`StrategyDef.examples`)."""
+  return STRATEGIES[name].make(inner, axis_name=AXIS, **STRATEGIES[name].examples[0].options)
 
 
 def _run(tx, params_N, grad_fn, num_steps):
-  """`num_steps` ticks of `tx` on every worker; returns per-worker params and state."""
-
-  def worker_update(params, opt_state, worker, schedule):
-    grads = grad_fn(params, worker)
-    updates, opt_state = tx.update(grads, opt_state, params, schedule=schedule)
-    return optax.apply_updates(params, updates), opt_state
-
-  step = jax.jit(jax.vmap(worker_update, in_axes=(0, 0, 0, None), axis_name=AXIS))
-  opt_state = jax.vmap(tx.init)(params_N)
-  workers = jnp.arange(NUM_WORKERS)
+  """`num_steps` ticks of `tx` on every worker (`strategies.worker_ticks`); returns
+  per-worker params and state."""
+  step = jax.jit(worker_ticks(tx, lambda x, t, worker: (0.0, grad_fn(x, worker))))
+  opt_state = init_workers(tx, params_N)
   for t in range(num_steps):
-    params_N, opt_state = step(params_N, opt_state, workers, synchronous_schedule(t, NUM_WORKERS))
+    params_N, opt_state = step(params_N, opt_state, t, synchronous_schedule(t, NUM_WORKERS))
   return params_N, opt_state
 
 
@@ -61,7 +41,7 @@ def _quadratic_grad(x, worker):
   return CURVATURE[worker] * (x - TARGET)
 
 
-@pytest.mark.parametrize("name", sorted(TEST_OPTIONS))
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
 def test_converges_on_a_quadratic(name):
   tx = _make(name, optax.sgd(0.1, momentum=0.5))
   params_N, opt_state = _run(tx, jnp.zeros((NUM_WORKERS, 3)), _quadratic_grad, num_steps=600)
@@ -69,7 +49,7 @@ def test_converges_on_a_quadratic(name):
   np.testing.assert_allclose(model, TARGET, atol=1e-3)
 
 
-@pytest.mark.parametrize("name", sorted(TEST_OPTIONS))
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
 def test_state_types_are_stable_under_jit(name):
   tx = _make(name, optax.sgd(0.1, momentum=0.9))
   params_N = {"w": jnp.ones((NUM_WORKERS, 2, 3)), "b": jnp.zeros((NUM_WORKERS, 3))}
@@ -80,7 +60,7 @@ def test_state_types_are_stable_under_jit(name):
   assert shape_dtype(final) == shape_dtype(initial)
 
 
-@pytest.mark.parametrize("name", sorted(TEST_OPTIONS))
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
 def test_works_with_inject_hyperparams(name):
   inner = optax.inject_hyperparams(optax.sgd)(learning_rate=0.1, momentum=0.5)
   tx = _make(name, inner)
@@ -94,7 +74,7 @@ def test_works_with_inject_hyperparams(name):
   assert learning_rates and all(np.allclose(lr, 0.1) for lr in learning_rates)
 
 
-@pytest.mark.parametrize("name", sorted(TEST_OPTIONS))
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
 def test_bfloat16_params_keep_their_dtype(name):
   tx = _make(name, optax.sgd(0.1, momentum=0.9))
   params_N = jnp.ones((NUM_WORKERS, 4), jnp.bfloat16)

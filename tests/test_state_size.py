@@ -8,23 +8,10 @@ import pytest
 from odsgd_jax.models import make_model
 from odsgd_jax.strategies import STRATEGIES, state_model_copies
 
-# (strategy, options) -> copies with plain SGD inner; momentum adds one per inner state.
-EXPECTED = [
-    ("ssgd", {}, 0, "nothing: the inner state only"),
-    ("asgd", {}, 1, "server W"),
-    ("ssp", {"staleness": 2}, 1, "server W"),
-    ("odsgd", {"local_lr": 0.1}, 2, "global W + pending gradient"),
-    ("odsgd", {"local_lr": 0.1, "local_optimizer": "dcasgd"}, 2, "W_prev is W before update"),
-    ("odsgd", {"local_lr": 0.1, "local_optimizer": "momentum"}, 3, "+ local momentum"),
-    ("odsgd", {"local_lr": 0.1, "local_optimizer": "replay", "correction": "spike"}, 4,
-     "+ spike's velocity and compensated velocity"),
-    ("pseudo_sync", {}, 2, "pending, prediction S (of A and M only their sums per tensor)"),
-    ("pseudo_sync", {"correction": "replay+spike"}, 5, "+ the model W + spike's two velocities"),
-    ("asgd", {"correction": "predict+spike"}, 3, "+ spike's two velocities"),
-    ("local_sgd", {"period": 4}, 1, "anchor"),
-    ("local_sgd", {"period": 4, "outer": optax.sgd(0.7, momentum=0.9)}, 2, "+ outer momentum"),
-    ("oscars", {"period": 4}, 1, "anchor"),
-]
+# (strategy, options, copies, why) from each strategy's examples (`StrategyDef.examples`):
+# copies with a plain SGD inner optimizer; momentum adds one per inner state.
+EXPECTED = [(name, example.options, example.state_copies, example.why)
+            for name, definition in STRATEGIES.items() for example in definition.examples]
 
 
 def _params():
@@ -33,11 +20,8 @@ def _params():
                                            train=False))["params"]
 
 
-def test_every_strategy_is_measured():
-  assert {name for name, *_ in EXPECTED} == set(STRATEGIES)
-
-
-@pytest.mark.parametrize("name,options,copies,why", EXPECTED)
+@pytest.mark.parametrize("name,options,copies,why", EXPECTED,
+                         ids=[f"{name}-{i}" for i, (name, *_) in enumerate(EXPECTED)])
 @pytest.mark.parametrize("momentum", [0.0, 0.9])
 def test_state_size_in_model_copies(name, options, copies, why, momentum):
   params = _params()

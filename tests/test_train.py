@@ -17,7 +17,7 @@ from odsgd_jax import parallel
 from odsgd_jax.cluster import synchronous_schedule
 from odsgd_jax.models import make_model
 from configs import _strategies
-from odsgd_jax.strategies import STRATEGIES, get_strategy, ssgd
+from odsgd_jax.strategies import STRATEGIES, StepHints, get_strategy, ssgd
 from odsgd_jax.train import (Hook, NonFiniteLossError, init_state, make_eval_step, make_train_step,
                              model_variables, read_metrics, train_and_evaluate)
 from tests.catalog_standins import prepare_standin
@@ -299,7 +299,7 @@ def test_on_one_device_the_train_step_compiles_once(small_config, tmp_path):
 ])
 def test_large_replaced_tensors_are_not_donated_and_the_step_is_unchanged(name, options, kept):
   """The fields a strategy replaces whole while the step still reads them
-  (`replaced_each_tick`): their tensors of at least SMALL_TENSOR_BYTES per worker stay
+  (`step_hints.replaced_each_tick`): their tensors of at least SMALL_TENSOR_BYTES per worker stay
   out of the donation (their input buffers outlive the step), everything else is donated,
   and the states are bit for bit those of the program that donates everything."""
   model = make_model("mlp", 10, hidden_sizes=(512,))  # kernel 40 x 512: 80 KiB per worker
@@ -309,7 +309,7 @@ def test_large_replaced_tensors_are_not_donated_and_the_step_is_unchanged(name, 
   steady_from = strategy.steady_tick(options)  # odsgd, pseudo_sync: from the third step
   steps = {donation: make_train_step(model, tx, worker_mesh, kept, steady_from=steady_from)
            for donation, kept in (("split", strategy),
-                                  ("whole", dataclasses.replace(strategy, replaced_each_tick=())))}
+                                  ("whole", dataclasses.replace(strategy, step_hints=StepHints())))}
   states = {donation: init_state(model, tx, worker_mesh, (40,), seed=0) for donation in steps}
   rng = np.random.default_rng(0)
   for tick in range(3):

@@ -15,6 +15,7 @@ from odsgd_jax.cluster._presets import Preset as Preset
 from odsgd_jax.cluster._presets import Workload as Workload
 from odsgd_jax.cluster._presets import get_preset as get_preset
 from odsgd_jax.cluster._schedule import Schedule as Schedule
+from odsgd_jax.cluster._schedule import schedule_or_default as schedule_or_default
 from odsgd_jax.cluster._schedule import synchronous_schedule as synchronous_schedule
 from odsgd_jax.cluster._timelines import Overlap as Overlap
 from odsgd_jax.cluster._timelines import TickCost as TickCost

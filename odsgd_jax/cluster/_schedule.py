@@ -9,6 +9,7 @@ their own state, so they are not part of the schedule.)
 from typing import NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -35,3 +36,12 @@ def synchronous_schedule(step: int, num_workers: int) -> Schedule:
       active=np.ones((num_workers,), np.bool_),
       arrival_order=np.roll(np.arange(num_workers, dtype=np.int32), -(step % num_workers)),
   )
+
+
+def schedule_or_default(schedule: Schedule | None, num_workers: int) -> Schedule:
+  """Inside a strategy: `schedule` as JAX arrays (a worker indexes it with its traced
+  index), or, when none was passed, tick 0's homogeneous one (every worker active, in
+  index order)."""
+  if schedule is None:
+    schedule = synchronous_schedule(0, num_workers)
+  return Schedule(*(jnp.asarray(x) for x in schedule))

@@ -2,10 +2,10 @@
 
 Each strategy names its rule (`StrategyDef.timeline`, one of the classes here). The
 same object drives the math and the clock: `schedule(t)` is handed to the strategy
-before tick t, `cost(t, round_end)` charges the tick afterwards, so the staleness a
-strategy sees is the staleness its timeline implies. Both must be called once per
-tick, in order; `state_dict()` holds what a checkpoint needs. A rule is built as
-`Rule(workers, network, message_bytes, overlap, **strategy_options)`.
+before tick t, `cost(t, round_end, message_bytes, gathers)` charges the tick afterwards,
+so the staleness a strategy sees is the staleness its timeline implies. Both must be
+called once per tick, in order; `state_dict()` holds what a checkpoint needs. A rule is
+built as `Rule(workers, network, message_bytes, overlap, **strategy_options)`.
 """
 
 import dataclasses
@@ -65,37 +65,49 @@ class Timeline:
     self.workers, self.network, self.message_bytes = workers, network, float(message_bytes)
     self.overlap = overlap
     self.num_workers = workers.num_workers
-    self.gathers = False  # compressed messages that are all-gathered, not all-reduced
 
   def schedule(self, tick: int) -> Schedule:
     return synchronous_schedule(tick, self.num_workers)
 
-  def cost(self, tick: int, round_end: bool = False) -> TickCost:
+  def cost(self, tick: int, round_end: bool = False, message_bytes: float | None = None,
+           gathers: bool = False) -> TickCost:
+    """Tick `tick`'s duration and how each worker spent it.
+
+    Args:
+      tick: the tick (0-based), after `schedule(tick)`.
+      round_end: the tick ended a synchronization round (local SGD's).
+      message_bytes: what a worker sent on this tick, if not a whole message (a
+        compressed one); None: `self.message_bytes`.
+      gathers: the (compressed) messages travelled as an all-gather, not an all-reduce.
+    """
     raise NotImplementedError
 
-  def allreduce_time(self, num_bytes: float | None = None) -> float:
-    """The synchronization of one message per worker (`message_bytes` each)."""
-    num_bytes = self.message_bytes if num_bytes is None else num_bytes
-    if self.gathers:
+  def allreduce_time(self, num_bytes: float, gathers: bool = False) -> float:
+    """The synchronization of one message of `num_bytes` per worker."""
+    if gathers:
       return self.network.allgather_time(self.num_workers, num_bytes)
     return self.network.allreduce_time(self.num_workers, num_bytes)
 
-  def synchronous_duration(self, compute: np.ndarray) -> float:
+  def synchronous_duration(self, compute: np.ndarray, message_bytes: float,
+                           gathers: bool = False) -> float:
     """Compute, then the all-reduce of the gradients: overlapped with the backward
     pass bucket by bucket (`overlap`), or after it (`overlap=None`)."""
     slowest = float(compute.max())
-    if self.overlap is None or self.message_bytes <= 0:
-      return slowest + self.allreduce_time()
+    if self.overlap is None or message_bytes <= 0:
+      return slowest + self.allreduce_time(message_bytes, gathers)
     beta, bucket = self.overlap.backward_share, self.overlap.bucket_bytes
-    num_buckets = max(1, math.ceil(self.message_bytes / bucket))
+    num_buckets = max(1, math.ceil(message_bytes / bucket))
     done, end = 0.0, 0.0
     for _ in range(num_buckets):
-      size = min(bucket, self.message_bytes - done)
+      size = min(bucket, message_bytes - done)
       done += size
       # every worker has produced this bucket once the slowest has: c (1 - beta + beta q)
-      ready = slowest * (1 - beta + beta * done / self.message_bytes)
-      end = max(ready, end) + self.allreduce_time(size)
+      ready = slowest * (1 - beta + beta * done / message_bytes)
+      end = max(ready, end) + self.allreduce_time(size, gathers)
     return max(end, slowest)
+
+  def _message(self, message_bytes: float | None) -> float:
+    return self.message_bytes if message_bytes is None else message_bytes
 
   def state_dict(self) -> dict[str, Any]:
     return {}
@@ -111,11 +123,11 @@ class SynchronousTimeline(Timeline):
   backward pass produces it (`Overlap`); without overlap max_i c_i + allreduce(S).
   """
 
-  def cost(self, tick, round_end=False):
+  def cost(self, tick, round_end=False, message_bytes=None, gathers=False):
     del round_end
     compute = self.workers.compute_times(tick)
     slowest = compute.max()
-    duration = self.synchronous_duration(compute)
+    duration = self.synchronous_duration(compute, self._message(message_bytes), gathers)
     return TickCost(duration, compute, np.full(self.num_workers, duration - slowest),
                     slowest - compute)
 
@@ -132,14 +144,15 @@ class PipelinedTimeline(Timeline):
     super().__init__(workers, network, message_bytes, overlap, **options)
     self.warmup_steps = warmup_steps
 
-  def cost(self, tick, round_end=False):
+  def cost(self, tick, round_end=False, message_bytes=None, gathers=False):
     del round_end
     compute = self.workers.compute_times(tick)
     slowest = compute.max()
+    message = self._message(message_bytes)
     if tick < self.warmup_steps:
-      duration = self.synchronous_duration(compute)
+      duration = self.synchronous_duration(compute, message, gathers)
     else:
-      duration = max(slowest, self.allreduce_time())
+      duration = max(slowest, self.allreduce_time(message, gathers))
     exposed = duration - slowest
     return TickCost(duration, compute, np.full(self.num_workers, exposed), slowest - compute)
 
@@ -156,7 +169,7 @@ class LocalSgdTimeline(Timeline):
     super().__init__(workers, network, message_bytes, overlap, **options)
     self.busy = np.zeros(self.num_workers)  # compute seconds since the round started
 
-  def cost(self, tick, round_end=False):
+  def cost(self, tick, round_end=False, message_bytes=None, gathers=False):
     compute = self.workers.compute_times(tick)
     before = self.busy.max()
     self.busy = self.busy + compute
@@ -164,7 +177,7 @@ class LocalSgdTimeline(Timeline):
     comm, idle = np.zeros(self.num_workers), np.zeros(self.num_workers)
     if round_end:
       idle = self.busy.max() - self.busy
-      comm[:] = self.allreduce_time()
+      comm[:] = self.allreduce_time(self._message(message_bytes), gathers)
       duration += comm[0]
       self.busy = np.zeros(self.num_workers)
     return TickCost(duration, compute, comm, idle)
@@ -194,9 +207,10 @@ class OscarsTimeline(Timeline):
     self.progress = np.where(active, self.progress - compute, self.progress)
     return Schedule(active=active, arrival_order=np.arange(self.num_workers, dtype=np.int32))
 
-  def cost(self, tick, round_end=False):
+  def cost(self, tick, round_end=False, message_bytes=None, gathers=False):
     del tick
-    comm = np.full(self.num_workers, self.allreduce_time() if round_end else 0.0)
+    sync = self.allreduce_time(self._message(message_bytes), gathers) if round_end else 0.0
+    comm = np.full(self.num_workers, sync)
     compute = np.full(self.num_workers, self.tick_length)
     return TickCost(self.tick_length + comm[0], compute, comm, np.zeros(self.num_workers))
 
@@ -233,8 +247,8 @@ class AsynchronousTimeline(Timeline):
     self.lands = np.where(active, restart + next_compute + self.message, self.lands)
     return Schedule(active=active, arrival_order=order.astype(np.int32))
 
-  def cost(self, tick, round_end=False):
-    del round_end
+  def cost(self, tick, round_end=False, message_bytes=None, gathers=False):
+    del round_end, message_bytes, gathers  # the messages' time is in the tick's length
     compute = self.workers.compute_times(tick)
     cycle = compute + 2 * self.message
     busy = self.tick_length * compute / cycle

@@ -36,7 +36,9 @@ def worker_index(axis_name: AxisName) -> jax.Array:
 
 
 def all_gather(tree: Any, axis_name: AxisName) -> Any:
-  """Every worker's copy of `tree`, stacked on a new leading axis of size N."""
+  """Every worker's copy of `tree`, stacked on a new leading axis of size N. For what a
+  simulated server holds or small bookkeeping values (not charged by the clock); a
+  message goes through `exchange` or `neighbour_mean`."""
 
   def gather(x):
     for axis in reversed(_axes(axis_name)):  # innermost first
@@ -62,3 +64,14 @@ def uniform(flag: jax.Array, axis_name: AxisName) -> jax.Array:
   no communication and makes the flag unbatched, so the cond stays a branch.
   """
   return jax.lax.pmax(jnp.asarray(flag, jnp.int32), _axes(axis_name)[-1]) > 0
+
+
+def total(x: Any, axis_name: AxisName) -> Any:
+  """The sum over workers of bookkeeping values (counts, losses: a few bytes, not charged
+  by the clock). A model-sized message goes through `exchange`."""
+  return jax.lax.psum(x, axis_name)
+
+
+def mean(x: Any, axis_name: AxisName) -> Any:
+  """The mean over workers of bookkeeping values (weights: a few bytes, not charged)."""
+  return jax.lax.pmean(x, axis_name)

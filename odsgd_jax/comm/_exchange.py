@@ -132,9 +132,14 @@ def compressed_exchange(communication: Communication, tree: Any, state: Communic
                                        new_velocity, gathered)
 
 
+def _dense_bits(tree: Any) -> jax.Array:
+  return jnp.asarray(sum(x.size * x.dtype.itemsize * 8 for x in jax.tree.leaves(tree)),
+                     jnp.float32)
+
+
 def exchange(communication: Communication | None, tree: Any, state: CommunicationState | None,
-             axis_name, *, sending: jax.Array | None = None,
-             gather: bool = False) -> tuple[Any, CommunicationState | None]:
+             axis_name, *, sending: jax.Array | None = None, gather: bool = False,
+             exact: bool = False) -> tuple[Any, CommunicationState | None]:
   """The one way every strategy's messages travel between workers.
 
   Args:
@@ -147,17 +152,65 @@ def exchange(communication: Communication | None, tree: Any, state: Communicatio
       worker's message as it arrives, stacked on a new leading axis of size N (what a
       parameter server receives, one by one).
 
+    exact: the message travels uncompressed even when `communication` compresses (an
+      optimizer's state, the parameters delay compensation reads: a compressor's error
+      would corrupt them). Sent on a tick whose compressed exchange came first, its bits
+      are added to that tick's record.
+
   Returns:
     (mean or stacked messages, new state). The state records the bits this worker
     sent and whether they travelled as an all-gather: the simulated clock charges them.
   """
-  if communication is None:
+  if communication is None or exact:
     if sending is not None:
       tree = _masked(tree, sending)
-    return (coll.all_gather(tree, axis_name) if gather
-            else jax.lax.pmean(tree, axis_name)), state
+    result = coll.all_gather(tree, axis_name) if gather else jax.lax.pmean(tree, axis_name)
+    if state is not None:  # an exact message beside a compressed exchange
+      sent = _dense_bits(tree) if sending is None else jnp.where(sending, _dense_bits(tree), 0.0)
+      state = state._replace(bits=state.bits + sent)
+    return result, state
   mean, own, state = compressed_exchange(communication, tree, state, axis_name, sending)
   return (coll.all_gather(own, axis_name) if gather else mean), state
+
+
+class Traffic(NamedTuple):
+  """What a worker sent in its last uncompressed neighbour exchange (`neighbour_mean`): the
+  same fields the clock reads from a `CommunicationState`."""
+
+  count: jax.Array  # shape=(), int32: exchanges so far
+  bits: jax.Array  # shape=(), float32: bits this worker sent in the last exchange
+  gathered: jax.Array  # shape=(), bool: always False (messages to single peers)
+
+
+def init_traffic() -> Traffic:
+  return Traffic(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32), jnp.zeros((), bool))
+
+
+def neighbour_mean(tree: Any, traffic: Traffic, axis_name,
+                   offsets: tuple[int, ...]) -> tuple[Any, Traffic]:
+  """The mean of this worker's `tree` and its peers' (worker i receives from workers
+  i + k mod N, k in `offsets`), as gossip averaging on a fixed graph does; `traffic`
+  records the bits this worker sent: one copy of `tree` to each peer (a circulant graph:
+  as many peers send to it as it receives from).
+
+  Every worker's tree is gathered and the peers' are picked: one program for any graph
+  and for worker axes made of several named axes; the clock charges the messages the
+  graph implies (`traffic`), not the gather.
+  """
+  if not offsets:
+    return tree, traffic._replace(count=traffic.count + 1, bits=jnp.zeros((), jnp.float32))
+  everyone = coll.all_gather(tree, axis_name)
+  me = coll.worker_index(axis_name)
+  n = coll.num_workers(axis_name)
+
+  def mix(own, gathered):
+    total = own.astype(jnp.float32)
+    for k in offsets:
+      total = total + gathered[(me + k) % n].astype(jnp.float32)
+    return (total / (1 + len(offsets))).astype(own.dtype)
+
+  mean = jax.tree.map(mix, tree, everyone)
+  return mean, Traffic(traffic.count + 1, len(offsets) * _dense_bits(tree), traffic.gathered)
 
 
 # The settings after the compressor, as "key=value", and the Communication field each sets.

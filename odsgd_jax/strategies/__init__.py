@@ -2,6 +2,9 @@
 
 from odsgd_jax.strategies._asgd import AsgdState as AsgdState
 from odsgd_jax.strategies._asgd import asgd as asgd
+from odsgd_jax.strategies._harness import AXIS as AXIS
+from odsgd_jax.strategies._harness import init_workers as init_workers
+from odsgd_jax.strategies._harness import worker_ticks as worker_ticks
 from odsgd_jax.strategies._local_sgd import LocalSgdState as LocalSgdState
 from odsgd_jax.strategies._local_sgd import local_sgd as local_sgd
 from odsgd_jax.strategies._local_sgd import oscars as oscars
@@ -11,8 +14,14 @@ from odsgd_jax.strategies._pending import SMALL_TENSOR_BYTES as SMALL_TENSOR_BYT
 from odsgd_jax.strategies._pseudo_sync import PseudoSyncState as PseudoSyncState
 from odsgd_jax.strategies._pseudo_sync import pseudo_sync as pseudo_sync
 from odsgd_jax.strategies._registry import STRATEGIES as STRATEGIES
+from odsgd_jax.strategies._registry import Example as Example
+from odsgd_jax.strategies._registry import StepHints as StepHints
 from odsgd_jax.strategies._registry import StrategyDef as StrategyDef
+from odsgd_jax.strategies._registry import communication_field as communication_field
 from odsgd_jax.strategies._registry import get_strategy as get_strategy
+from odsgd_jax.strategies._registry import register as register
+from odsgd_jax.strategies._spec import StrategySpec as StrategySpec
+from odsgd_jax.strategies._spec import resolve as resolve
 from odsgd_jax.strategies._ssgd import SsgdState as SsgdState
 from odsgd_jax.strategies._ssgd import ssgd as ssgd
 from odsgd_jax.strategies._ssgd import ssgd_model_params as ssgd_model_params

@@ -6,9 +6,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from odsgd_jax import comm, domains
+from odsgd_jax import cluster, comm, domains
 from odsgd_jax.strategies import _delay as delay
-from odsgd_jax.strategies._schedules import default_schedule
 
 
 class AsgdState(NamedTuple):
@@ -102,11 +101,14 @@ def asgd(
     del extra_args
     num_workers = comm.num_workers(axis_name)
     me = comm.worker_index(axis_name)
-    schedule = schedule if schedule is not None else default_schedule(num_workers)
+    schedule = cluster.schedule_or_default(schedule, num_workers)
     # Every arriving worker's gradient as the server receives it (compressed or not);
     # a worker whose gradient does not land on this tick sends nothing.
     all_grads, comm_state = comm.exchange(communication, grads, state.communication, axis_name,
                                           sending=schedule.active[me], gather=True)
+    # Delay compensation reads the weights each worker pulled: the server keeps a copy
+    # per worker (DC-ASGD's backup), so no message carries them; here every worker holds
+    # the server, and the gather stands for that memory (not charged by the clock).
     all_params = comm.all_gather(params, axis_name) if delay_compensation else None
     pulled_versions = comm.all_gather(state.pulled_version, axis_name)
 

@@ -6,8 +6,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from odsgd_jax import comm, domains
-from odsgd_jax.strategies._schedules import default_schedule
+from odsgd_jax import cluster, comm, domains
 
 ADAPT_MODES = ("fixed", "linear", "loss")
 OUTER = domains.Domain(
@@ -50,7 +49,7 @@ def _weighted_average(anchor: Any, local_params: Any, weight: jax.Array, communi
   """The workers' parameters averaged with weights w_i. What travels is each worker's
   weighted move away from the anchor:
   xbar = anchor - mean_i(w_i (anchor - x_i)) / mean_i(w_i)."""
-  mean_weight = jax.lax.pmean(weight, axis_name)
+  mean_weight = comm.mean(weight, axis_name)
   moves = jax.tree.map(lambda a, x: weight * (a - x), anchor, local_params)
   mean_move, comm_state = comm.exchange(communication, moves, comm_state, axis_name)
   average = jax.tree.map(
@@ -61,10 +60,6 @@ def _weighted_average(anchor: Any, local_params: Any, weight: jax.Array, communi
 
 def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt, heterogeneous,
                  compression=None):
-  if period < 1:
-    raise ValueError(f"period must be >= 1, got {period}")
-  if adapt not in ADAPT_MODES:
-    raise ValueError(f"adapt={adapt!r} is not one of {ADAPT_MODES}")
   inner = optax.with_extra_args_support(inner)
   communication = comm.parse_communication(compression)
 
@@ -83,7 +78,7 @@ def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt,
     del extra_args
     me = comm.worker_index(axis_name)
     if heterogeneous:
-      schedule = schedule if schedule is not None else default_schedule(comm.num_workers(axis_name))
+      schedule = cluster.schedule_or_default(schedule, comm.num_workers(axis_name))
       active = schedule.active[me]
     else:
       active = jnp.ones((), bool)
@@ -105,12 +100,17 @@ def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt,
         outer_step, outer_state = outer.update(pseudo_grad, state.outer_state, state.anchor)
         anchor = optax.apply_updates(state.anchor, outer_step)
       synced_inner = inner_state
-      if average_inner_state:
-        synced_inner = jax.tree.map(
-            lambda s: jax.lax.pmean(s, axis_name) if jnp.issubdtype(s.dtype, jnp.floating) else s,
-            inner_state)
-      round_loss = jax.lax.psum(loss_sum, axis_name) / jnp.maximum(
-          jax.lax.psum(local_steps, axis_name), 1).astype(jnp.float32)
+      if average_inner_state:  # its floating leaves (momentum, not counters), uncompressed
+        leaves, treedef = jax.tree.flatten(inner_state)
+        floating = [jnp.issubdtype(s.dtype, jnp.floating) for s in leaves]
+        averaged, comm_state = comm.exchange(
+            communication, [s for s, f in zip(leaves, floating, strict=True) if f], comm_state,
+            axis_name, exact=True)
+        averaged = iter(averaged)
+        synced_inner = jax.tree.unflatten(
+            treedef, [next(averaged) if f else s for s, f in zip(leaves, floating, strict=True)])
+      round_loss = comm.total(loss_sum, axis_name) / jnp.maximum(
+          comm.total(local_steps, axis_name), 1).astype(jnp.float32)
       new_state = LocalSgdState(
           inner_state=synced_inner, anchor=anchor, outer_state=outer_state,
           tick=jnp.zeros((), jnp.int32), period=_next_period(adapt, period, state, round_loss),

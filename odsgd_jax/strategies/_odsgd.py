@@ -126,10 +126,6 @@ def odsgd(
     Xu, Dong, Xu, Liao, OD-SGD: One-step Delay Stochastic Gradient Descent for
     Distributed Training, arXiv:2005.06728.
   """
-  if local_optimizer not in LOCAL_OPTIMIZERS:
-    raise ValueError(f"local_optimizer={local_optimizer!r} is not one of {LOCAL_OPTIMIZERS}")
-  if warmup_steps < 0:
-    raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
   prediction_mode, spike = delay.parse_correction(correction)
   if prediction_mode == "replay":
     raise ValueError("odsgd replays the global update through local_optimizer='replay', "

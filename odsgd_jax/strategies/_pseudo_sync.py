@@ -113,8 +113,6 @@ def pseudo_sync(
     al., Efficient and Robust Parallel DNN Training through Model Parallelism on
     Multi-GPU Platform (SpecTrain), arXiv:1809.02839 (weight prediction).
   """
-  if confidence not in CONFIDENCE_MODES:
-    raise ValueError(f"confidence={confidence!r} is not one of {CONFIDENCE_MODES}")
   prediction_mode, spike = delay.parse_correction(correction)
   keeps_weights = prediction_mode != "none"
   inner = optax.with_extra_args_support(inner)

@@ -6,8 +6,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from odsgd_jax import comm, domains
-from odsgd_jax.strategies._schedules import default_schedule
+from odsgd_jax import cluster, comm, domains
 
 
 class SspState(NamedTuple):
@@ -55,8 +54,6 @@ def ssp(
     Ho et al., More Effective Distributed ML via a Stale Synchronous Parallel
     Parameter Server (NIPS 2013).
   """
-  if staleness < 0:
-    raise ValueError(f"staleness must be >= 0, got {staleness}")
   inner = optax.with_extra_args_support(inner)
   communication = comm.parse_communication(compression)
 
@@ -70,7 +67,7 @@ def ssp(
     del extra_args
     num_workers = comm.num_workers(axis_name)
     me = comm.worker_index(axis_name)
-    schedule = schedule if schedule is not None else default_schedule(num_workers)
+    schedule = cluster.schedule_or_default(schedule, num_workers)
     clocks = comm.all_gather(state.clock, axis_name)
     pushes_all = schedule.active & (clocks - jnp.min(clocks) <= staleness)
     pushes = pushes_all[me]

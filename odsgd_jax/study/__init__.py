@@ -8,6 +8,7 @@ from odsgd_jax.study._cli import command_line as command_line
 from odsgd_jax.study._cli import common_overrides as common_overrides
 from odsgd_jax.study._cli import print_result as print_result
 from odsgd_jax.study._cli import run_main as run_main
+from odsgd_jax.study._cli import script_parser as script_parser
 from odsgd_jax.study._drivers import compression_report as compression_report
 from odsgd_jax.study._drivers import compression_specs as compression_specs
 from odsgd_jax.study._drivers import strategy_report as strategy_report

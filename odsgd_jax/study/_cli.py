@@ -12,7 +12,18 @@ from odsgd_jax.study._runner import RunResult, default_processes
 from odsgd_jax.train import ConfigError
 
 
-def add_study_flags(parser: argparse.ArgumentParser, output: str) -> None:
+def script_parser(doc: str) -> argparse.ArgumentParser:
+  """A script's parser: its docstring's first paragraph as the description, the rest
+  (usage examples) as the epilog."""
+  description, _, epilog = doc.partition("\n\n")
+  return argparse.ArgumentParser(description=description, epilog=epilog or None,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_study_flags(parser: argparse.ArgumentParser, output: str,
+                    section: str | None = None) -> None:
+  """--seeds, --eval_every, --set, --processes, --output, --resume and --readme (the
+  generated section to write: a name, or, for a script with one `section`, a switch)."""
   parser.add_argument("--seeds", default="0-4", help="e.g. 0-4 or 0,1,2 (at least 5 to compare)")
   parser.add_argument("--eval_every", type=int, default=30,
                       help="steps between evaluations (time to target resolves this finely)")
@@ -23,8 +34,14 @@ def add_study_flags(parser: argparse.ArgumentParser, output: str) -> None:
   parser.add_argument("--output", default=output, help="folder for the runs and the report")
   parser.add_argument("--resume", action="store_true",
                       help="keep runs that already finished with the same config")
-  parser.add_argument("--readme", default="", help="also write the result into the generated "
-                      "section of this name (in README.md or a docs/ page; plot copied to docs/)")
+  if section:
+    parser.add_argument("--readme", action="store_const", const=section, default="",
+                        help=f"also write the generated section {section!r} (in README.md or "
+                        f"a docs/ page)")
+  else:
+    parser.add_argument("--readme", default="", help="also write the result into the generated "
+                        "section of this name (in README.md or a docs/ page; plot copied to "
+                        "docs/)")
 
 
 def common_overrides(args: argparse.Namespace) -> list[tuple[str, Any]]:

@@ -4,8 +4,8 @@ Every worker holds the same 1-D quadratic f(x) = h x^2 / 2 (h = 1): the gradient
 x is h x, with no noise and no disagreement between workers, so what is left is the
 strategy's own dynamics (delays, smoothing, corrections) and the inner optimizer's.
 The iteration is linear; it is stable when its spectral radius is below 1. This
-harness does not compute the radius: it runs the optax transformation itself, under
-`jax.vmap` over the workers, and calls a step size stable when the iterate has not
+harness does not compute the radius: it runs the optax transformation itself, on the
+shared harness (`strategies.worker_ticks`), and calls a step size stable when the iterate has not
 grown over the second half of the run. Bisection on the step size then finds the
 largest stable eta * h, to a relative precision of 0.1%.
 
@@ -22,10 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from odsgd_jax.strategies import STRATEGIES
-from odsgd_jax.strategies._schedules import default_schedule
-
-_AXIS = "workers"
+from odsgd_jax import cluster, strategies
 
 
 @functools.lru_cache(maxsize=None)
@@ -35,28 +32,24 @@ def _runner(strategy: str, options: tuple[tuple[str, Any], ...], momentum: float
 
   def run(learning_rate):
     inner = optax.sgd(learning_rate, momentum=momentum or None)
-    definition = STRATEGIES[strategy]
-    tx = definition.make(inner, axis_name=_AXIS, **dict(options))
-    schedule = default_schedule(num_workers)
-
-    def worker_tick(x, state):
-      updates, state = tx.update(x, state, x, schedule=schedule,  # gradient: h x, h = 1
-                                 loss=0.5 * jnp.sum(x * x))
-      return optax.apply_updates(x, updates), state
-
-    tick = jax.vmap(worker_tick, axis_name=_AXIS)
+    given = dict(options)
+    spec = strategies.resolve(strategy, given, given.pop("inner_momentum", None))
+    tx = spec.make(inner, strategies.AXIS)
+    schedule = cluster.synchronous_schedule(0, num_workers)
+    # the gradient of h x^2 / 2, h = 1, on every worker and tick
+    tick = strategies.worker_ticks(tx, lambda x, t, worker: (0.5 * jnp.sum(x * x), x))
     x = jnp.ones((num_workers, 1), jnp.float32)
 
     def size(x, state):
-      model = definition.model_params(x, state)
+      model = spec.definition.model_params(x, state)
       return jnp.maximum(jnp.max(jnp.abs(x)), jnp.max(jnp.abs(model)))
 
     def body(carry, _):
       x, state = carry
-      x, state = tick(x, state)
+      x, state = tick(x, state, 0, schedule)
       return (x, state), size(x, state)
 
-    _, sizes = jax.lax.scan(body, (x, jax.vmap(tx.init)(x)), None, length=steps)
+    _, sizes = jax.lax.scan(body, (x, strategies.init_workers(tx, x)), None, length=steps)
     return sizes[steps // 2 - 1], sizes[-1]
 
   return jax.jit(run)

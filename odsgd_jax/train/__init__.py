@@ -14,6 +14,7 @@ from odsgd_jax.train._loop import train_and_evaluate as train_and_evaluate
 from odsgd_jax.train._metrics import read_metrics as read_metrics
 from odsgd_jax.train._optimizer import make_inner_optimizer as make_inner_optimizer
 from odsgd_jax.train._optimizer import make_lr_schedule as make_lr_schedule
+from odsgd_jax.train._optimizer import strategy_spec as strategy_spec
 from odsgd_jax.train._step import TrainState as TrainState
 from odsgd_jax.train._step import init_state as init_state
 from odsgd_jax.train._step import make_eval_step as make_eval_step

@@ -11,7 +11,7 @@ from odsgd_jax.strategies import SMALL_TENSOR_BYTES
 class StepProgram:
   """`step(state, batch, schedule) -> (state, metrics)`, jitted, the input state donated
   except the large tensors of the fields `kept` (dotted paths of the train state,
-  `StrategyDef.replaced_each_tick`): those a tick replaces whole while the step still
+  `StepHints.replaced_each_tick`): those a tick replaces whole while the step still
   reads their old values, so that a donated buffer would be copied aside at the start
   of the step. Not donated, their new values go to fresh buffers.
 

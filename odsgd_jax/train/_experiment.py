@@ -18,9 +18,9 @@ from jax.sharding import PartitionSpec as P
 from odsgd_jax import parallel
 from odsgd_jax.data import DATASETS, DatasetSpec, TrainBatches, open_splits, resolve_data_dir
 from odsgd_jax.models import make_model
-from odsgd_jax.strategies import StrategyDef, get_strategy
+from odsgd_jax.strategies import StrategySpec
 from odsgd_jax.train._evaluate import Evaluator
-from odsgd_jax.train._optimizer import make_inner_optimizer, make_lr_schedule, strategy_options
+from odsgd_jax.train._optimizer import make_inner_optimizer, make_lr_schedule
 from odsgd_jax.train._step import (TrainState, TrainStep, init_state, make_eval_step,
                                    make_train_step)
 from odsgd_jax.train._validate import ConfigError, validate_config
@@ -36,7 +36,7 @@ class Experiment:
   train_split: Any
   test_split: Any
   model: Any
-  strategy: StrategyDef
+  strategy: StrategySpec  # the config's strategy and options, resolved once
   tx: optax.GradientTransformationExtraArgs
   lr_schedule: optax.Schedule
   steps_per_epoch: int
@@ -126,7 +126,7 @@ def build_experiment(config: ml_collections.ConfigDict) -> Experiment:
     ConfigError: invalid config (before anything is read or compiled).
     DataError: the data set is missing or unreadable.
   """
-  validate_config(config, jax.device_count())
+  strategy = validate_config(config, jax.device_count())  # the strategy, resolved once
   worker_mesh = parallel.make_worker_mesh(
       config.cluster.num_workers, config.parallel.num_devices, config.parallel.devices_per_worker)
   spec = DATASETS[config.data.name]
@@ -136,18 +136,17 @@ def build_experiment(config: ml_collections.ConfigDict) -> Experiment:
   model = make_model(config.model.name, spec.num_classes, **_model_options(config.model))
   _check_model_fits(model, config, spec.input_shape)
   lr_schedule = make_lr_schedule(config.optimizer, config.train.num_steps, steps_per_epoch)
-  strategy = get_strategy(config.strategy.name)
   # The schedule is written in ticks; a strategy may step its inner optimizer
   # several times per tick (asgd: once per arriving gradient).
-  updates_per_tick = strategy.inner_updates_per_tick(worker_mesh.num_workers)
+  updates_per_tick = strategy.definition.inner_updates_per_tick(worker_mesh.num_workers)
   inner_schedule = (lr_schedule if updates_per_tick == 1
                     else lambda count: lr_schedule(count // updates_per_tick))
   tx = strategy.make(make_inner_optimizer(config.optimizer, inner_schedule),
-                     axis_name=parallel.WORKER_AXES, **strategy_options(config))
+                     parallel.WORKER_AXES)
   return Experiment(
       config=config, worker_mesh=worker_mesh, spec=spec, train_split=train_split,
       test_split=test_split, model=model, strategy=strategy, tx=tx, lr_schedule=lr_schedule,
       steps_per_epoch=steps_per_epoch,
-      train_step=make_train_step(model, tx, worker_mesh, strategy, lr_schedule,
-                                 strategy.steady_tick(strategy_options(config))),
-      eval_step=make_eval_step(model, strategy))
+      train_step=make_train_step(model, tx, worker_mesh, strategy.definition, lr_schedule,
+                                 strategy.steady_tick()),
+      eval_step=make_eval_step(model, strategy.definition))

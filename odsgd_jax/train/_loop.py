@@ -181,8 +181,8 @@ class _Run:
       state, saved = self.checkpoints.restore(resumed_step, state, self.identity)
     if self.is_writer:  # only once the checkpoint is known to belong to this config
       _write_json_atomically(self.workdir / "config.json", self.x.config.to_dict())
-    clock = simulated_clock(self.x.config, self._step_time(saved, state),
-                            message_bytes(state.params))
+    clock = simulated_clock(self.x.config.cluster, self.x.strategy,
+                            self._step_time(saved, state), message_bytes(state.params))
     progress = _Progress(self.x, clock, saved)
     self.batches.seek(progress.data_positions[self.workers.start:self.workers.stop])
     return state, resumed_step, progress
@@ -330,7 +330,7 @@ class _Run:
     parallel.now_doing("saving the model")
     with ocp.StandardCheckpointer() as checkpointer:
       checkpointer.save(self.workdir / "model",
-                        parallel.fetch(model_variables(self.state, self.x.strategy)),
+                        parallel.fetch(model_variables(self.state, self.x.strategy.definition)),
                         force=True)  # host arrays: load anywhere
 
   def close(self) -> None:

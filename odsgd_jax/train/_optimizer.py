@@ -6,7 +6,7 @@ import ml_collections
 import optax
 
 from odsgd_jax import domains
-from odsgd_jax.strategies import get_strategy
+from odsgd_jax.strategies import StrategySpec, resolve
 
 OPTIMIZERS = ("sgd", "adam")
 LR_SCHEDULES = ("constant", "cosine", "step")
@@ -72,17 +72,17 @@ def make_inner_optimizer(cfg: ml_collections.ConfigDict,
   return base
 
 
-def strategy_options(config: ml_collections.ConfigDict) -> dict[str, Any]:
-  """The strategy factory's keyword options from `config.strategy`, plus the inner
-  optimizer's momentum where the factory takes it (delay corrections need it).
+def strategy_spec(config: ml_collections.ConfigDict) -> StrategySpec:
+  """`config.strategy` resolved (`odsgd_jax.strategies.resolve`): its options, and the
+  inner optimizer's heavy-ball momentum where the factory takes it (delay corrections
+  need it). An `outer` optimizer (local SGD, DiLoCo-style) is given as sgd's arguments,
+  e.g. {"learning_rate": 0.7, "momentum": 0.9, "nesterov": True}.
 
-  An `outer` optimizer (local SGD, DiLoCo-style) is given as sgd's arguments, e.g.
-  {"learning_rate": 0.7, "momentum": 0.9, "nesterov": True}.
+  Raises:
+    KeyError: an unknown strategy name. ValueError: an option it does not take, or a value
+      it does not accept (the message names the field).
   """
   options = {k: v for k, v in config.strategy.to_dict().items() if k != "name"}
-  if isinstance(options.get("outer"), dict):
-    options["outer"] = optax.sgd(**options["outer"])
-  if get_strategy(config.strategy.name).takes("inner_momentum"):
-    heavy_ball = config.optimizer.name == "sgd"
-    options["inner_momentum"] = float(config.optimizer.momentum) if heavy_ball else 0.0
-  return options
+  heavy_ball = config.optimizer.name == "sgd"
+  inner_momentum = float(config.optimizer.momentum) if heavy_ball else 0.0
+  return resolve(config.strategy.name, options, inner_momentum)

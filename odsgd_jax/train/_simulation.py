@@ -11,7 +11,7 @@ import numpy as np
 
 from odsgd_jax import cluster
 from odsgd_jax.cluster import Schedule, Timeline
-from odsgd_jax.strategies import get_strategy
+from odsgd_jax.strategies import StrategySpec
 
 
 def message_bytes(worker_params: Any) -> float:
@@ -40,15 +40,14 @@ def calibrate_step_time(train_step: Callable, state: Any, batch: Any, schedule: 
   return float(np.median(times)) / workers_per_device
 
 
-def simulated_clock(config: ml_collections.ConfigDict, step_time: float,
-                    model_bytes: float) -> "SimulatedClock":
-  """The clock of `config`'s cluster, with its strategy's timeline; `model_bytes`: the
-  trained model's float bytes."""
-  spec = cluster.from_config(config.cluster, step_time)
+def simulated_clock(cluster_config: ml_collections.ConfigDict, strategy: StrategySpec,
+                    step_time: float, model_bytes: float) -> "SimulatedClock":
+  """The clock of a config's `cluster` section, with `strategy`'s timeline; the one place
+  a run turns its cluster section into cluster objects (`cluster.from_config`), once
+  `step_time` is known. `model_bytes`: the trained model's float bytes."""
+  spec = cluster.from_config(cluster_config, step_time)
   num_bytes = spec.message_bytes or model_bytes
-  options = {k: v for k, v in config.strategy.to_dict().items() if k != "name"}
-  timeline = get_strategy(config.strategy.name).make_timeline(
-      spec.workers, spec.network, num_bytes, spec.overlap, **options)
+  timeline = strategy.make_timeline(spec.workers, spec.network, num_bytes, spec.overlap)
   return SimulatedClock(timeline, step_time, model_bytes, num_bytes)
 
 
@@ -84,9 +83,9 @@ class SimulatedClock:
     self.bits_sent += metrics.get("bits_sent", dense)
     sent = metrics.get("bits_sent", 0.0) / 8 * self.message_bytes / self.model_bytes
     compressed = 0 < sent < self.message_bytes
-    self.timeline.message_bytes = sent if compressed else self.message_bytes
-    self.timeline.gathers = compressed and metrics.get("gathered", 0.0) > 0.5
-    cost = self.timeline.cost(tick, round_end=metrics.get("round_end", 0.0) > 0.5)
+    cost = self.timeline.cost(tick, round_end=metrics.get("round_end", 0.0) > 0.5,
+                              message_bytes=sent if compressed else None,
+                              gathers=compressed and metrics.get("gathered", 0.0) > 0.5)
     self.time += cost.duration
     for name in self.totals:
       self.totals[name] = self.totals[name] + getattr(cost, name)

@@ -128,7 +128,8 @@ def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
   strategy's own metrics; `lr_schedule` (of the tick) the learning rate, computed here
   rather than on the host at every step.
   With `norms`, the gradient, update and parameter norms too. The input state is
-  donated, but for the large tensors of `strategy.replaced_each_tick` (`StepProgram`).
+  donated, but for the large tensors of `strategy.step_hints.replaced_each_tick`
+  (`StepProgram`).
   `steady_from`: the strategy's `steady_tick` for its options (the caller knows them);
   None: no steady programs.
   """
@@ -182,7 +183,8 @@ def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
       return new_state, jnp.stack([jnp.broadcast_to(metrics[name], (worker_mesh.num_workers,))
                                    .astype(jnp.float32) for name in names])
 
-    return StepProgram(train_step, strategy.replaced_each_tick if strategy is not None else ())
+    kept = strategy.step_hints.replaced_each_tick if strategy is not None else ()
+    return StepProgram(train_step, kept)
 
   steadiness = (False, True) if steady_from is not None else (False,)
   programs = {(norms, steady): build(norms, steady)

@@ -9,7 +9,6 @@ from typing import Any
 
 import jax
 import ml_collections
-import optax
 
 from odsgd_jax.cluster import INTER_TOPOLOGIES, PRESETS, TOPOLOGIES
 from odsgd_jax.data import DATASETS
@@ -19,7 +18,8 @@ from odsgd_jax.parallel import devices_in_use
 from odsgd_jax.comm import parse_communication
 from odsgd_jax.strategies import STRATEGIES
 from odsgd_jax.train._optimizer import DOMAINS as OPTIMIZER_DOMAINS
-from odsgd_jax.train._optimizer import strategy_options
+from odsgd_jax.strategies import StrategySpec
+from odsgd_jax.train._optimizer import strategy_spec
 
 
 OVERLAPS = ("buckets", "none")
@@ -76,20 +76,25 @@ def _check_positive(field: str, value: Any, *, allow_zero: bool = False) -> None
                       f" number")
 
 
-def validate_config(config: ml_collections.ConfigDict, num_available_devices: int) -> None:
+def validate_config(config: ml_collections.ConfigDict,
+                    num_available_devices: int) -> StrategySpec:
   """Raises `ConfigError` for the first problem found in `config`.
 
   Args:
     config: the experiment config (see configs/default.py).
     num_available_devices: devices JAX sees (all processes together).
+
+  Returns:
+    The config's strategy, resolved while checking it (the run uses this one).
   """
   _check_sections(config)
   for name, domain in OPTIMIZER_DOMAINS.items():
     _check_domain(f"optimizer.{name}", config.optimizer[name], domain)
-  _check_names_and_options(config)
+  strategy = _check_names_and_options(config)
   _check_optimizer(config)
   _check_numbers(config)
   _check_layout(config, num_available_devices)
+  return strategy
 
 
 def _check_sections(config: ml_collections.ConfigDict) -> None:
@@ -106,7 +111,7 @@ def _check_sections(config: ml_collections.ConfigDict) -> None:
       raise ConfigError(f"config field {section}.{missing[0]} is missing; see configs/default.py")
 
 
-def _check_names_and_options(config: ml_collections.ConfigDict) -> None:
+def _check_names_and_options(config: ml_collections.ConfigDict) -> StrategySpec:
   """Data set, model and strategy names, and the options of the chosen model and strategy."""
   data, model, strategy = config.data, config.model, config.strategy
   _check_choice("data.name", data.name, DATASETS)
@@ -119,16 +124,9 @@ def _check_names_and_options(config: ml_collections.ConfigDict) -> None:
   _check_keys("strategy", [k for k in strategy.keys() if k != "name"], options,
               f" for strategy {strategy.name!r}")
   try:
-    values = strategy_options(config)
-    make = STRATEGIES[strategy.name].make
-    for name, domain in getattr(make, "domains", {}).items():
-      if name in values:
-        check_value(f"strategy.{name}", values[name], domain)
-    # The factory checks what involves several options; building it is cheap and pure.
-    make(optax.identity(), axis_name="workers", **values)
-  except (ValueError, TypeError) as error:
-    raise ConfigError(str(error) if str(error).startswith("strategy.")
-                      else f"strategy: {error}") from error
+    return strategy_spec(config)
+  except ValueError as error:
+    raise ConfigError(str(error)) from error
 
 
 def _check_optimizer(config: ml_collections.ConfigDict) -> None:

@@ -1,0 +1,75 @@
+"""A strategy with its options, resolved once: what training, the config check, the
+clock and the summary read instead of the config's `strategy` section."""
+
+import dataclasses
+from typing import Any, Mapping
+
+import optax
+
+from odsgd_jax import cluster, domains
+from odsgd_jax.strategies._registry import StrategyDef, get_strategy
+
+
+@dataclasses.dataclass(frozen=True)
+class StrategySpec:
+  """A registered strategy and the keyword options its factory is called with.
+
+  Attributes:
+    definition: the registered `StrategyDef`.
+    options: the factory's keyword options as given (the factory's defaults fill the
+      rest), an `outer` optimizer built, `inner_momentum` set where the factory takes it.
+  """
+
+  definition: StrategyDef
+  options: Mapping[str, Any]
+
+  @property
+  def name(self) -> str:
+    return self.definition.name
+
+  def make(self, inner: optax.GradientTransformation,
+           axis_name: Any) -> optax.GradientTransformationExtraArgs:
+    return self.definition.make(inner, axis_name=axis_name, **self.options)
+
+  def steady_tick(self) -> int | None:
+    return self.definition.steady_tick(self.options)
+
+  def make_timeline(self, workers: cluster.Workers, network: cluster.Network,
+                    message_bytes: float, overlap: cluster.Overlap | None) -> cluster.Timeline:
+    return self.definition.make_timeline(workers, network, message_bytes, overlap, **self.options)
+
+
+def resolve(name: str, options: Mapping[str, Any],
+            inner_momentum: float | None = None) -> StrategySpec:
+  """The strategy `name` with `options` (as a config writes them), checked.
+
+  An `outer` optimizer given as sgd's arguments ({"learning_rate": 0.7, "momentum":
+  0.9}) becomes `optax.sgd(**outer)`; `inner_momentum` (the inner optimizer's heavy-ball
+  momentum, which delay corrections need) is passed where the factory takes it.
+
+  Raises:
+    KeyError: no strategy is registered as `name`.
+    ValueError: an option the factory does not take, or a value outside its domain
+      or at odds with another option (the message names the option: strategy.<name>).
+  """
+  definition = get_strategy(name)
+  allowed = definition.options()
+  for key in options:
+    if key not in allowed:
+      raise ValueError(f"unknown config field strategy.{key} for strategy {name!r} "
+                       f"(allowed: {', '.join(sorted(allowed)) or 'none'})")
+  options = dict(options)
+  if inner_momentum is not None and definition.takes("inner_momentum"):
+    options["inner_momentum"] = float(inner_momentum)
+  # The factory checks each option's domain (`domains.declared`) and what involves
+  # several options; building it is cheap and pure, so this is the one check.
+  try:
+    if isinstance(options.get("outer"), Mapping):
+      options["outer"] = optax.sgd(**options["outer"])
+    definition.make(optax.identity(), axis_name="workers", **options)
+  except domains.OptionError as error:
+    raise ValueError(f"strategy.{error}") from error
+  except (ValueError, TypeError) as error:
+    raise ValueError(f"strategy: {error}") from error
+  return StrategySpec(definition, options)
+
