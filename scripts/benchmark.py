@@ -23,7 +23,6 @@ experiment's time waiting for data.
 Writes <output>/benchmark.json and benchmark.md.
 """
 
-import argparse
 import json
 import os
 import re
@@ -46,7 +45,8 @@ from odsgd_jax import parallel  # noqa: E402
 from odsgd_jax.cluster import synchronous_schedule  # noqa: E402
 from odsgd_jax.models import make_model  # noqa: E402
 from odsgd_jax.strategies import get_strategy, state_model_copies  # noqa: E402
-from odsgd_jax.study import environment, markdown, replace_section, run_main  # noqa: E402
+from odsgd_jax.study import (environment, markdown, replace_section, run_main,  # noqa: E402
+                             script_parser)
 from odsgd_jax.train import (build_experiment, init_state, make_train_step,  # noqa: E402
                              train_and_evaluate)
 
@@ -360,9 +360,7 @@ def table(rows, wait, command) -> str:
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                   formatter_class=argparse.RawDescriptionHelpFormatter,
-                                   epilog=__doc__.split("\n\n", 1)[1])
+  parser = script_parser(__doc__)
   parser.add_argument("--models", default=",".join(MODELS))
   parser.add_argument("--steps", type=int, default=40, help="timed steps per entry")
   parser.add_argument("--entries", default="", help="row names to run (comma-separated); "

@@ -12,7 +12,6 @@ CNN1D, 8 workers); times from the simulated clock timing a real model's step and
 message (--workload) on a named network (--preset), the same for every strategy.
 """
 
-import argparse
 import math
 import os
 
@@ -76,26 +75,15 @@ def per_step(group: study.Group) -> float:
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                   formatter_class=argparse.RawDescriptionHelpFormatter,
-                                   epilog=__doc__.split("\n\n", 1)[1])
-  parser.add_argument("--seeds", default="0-4")
+  parser = study.script_parser(__doc__)
+  study.add_study_flags(parser, output="runs/claims", section="claims")
   parser.add_argument("--preset", default="10gbe", choices=sorted(PRESETS))
   parser.add_argument("--workload", default="resnet50_v100", choices=sorted(WORKLOADS))
-  parser.add_argument("--eval_every", type=int, default=30)
   parser.add_argument("--variant", default="",
                       help="config variant after each strategy, e.g. runlocal or steps=100")
-  parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                      help="override a config field in every run (for quick looks)")
-  parser.add_argument("--processes", type=int, default=study.default_processes())
-  parser.add_argument("--output", default="runs/claims")
-  parser.add_argument("--resume", action="store_true",
-                      help="keep runs that already finished with the same config")
-  parser.add_argument("--readme", action="store_true", help="write the claims section of README.md")
   args = parser.parse_args()
   seeds = study.parse_seeds(args.seeds)
-  common = [("train.eval_every", args.eval_every), ("train.log_every", args.eval_every)]
-  common += [(f, study.parse_value(v)) for f, _, v in (e.partition("=") for e in args.set)]
+  common = study.common_overrides(args)
   cluster = cluster_overrides(args.preset, args.workload)
   variant = f":{args.variant}" if args.variant else ""
   extra = "".join(f" --set {e}" for e in args.set)
@@ -177,7 +165,7 @@ def main() -> None:
   with open(os.path.join(args.output, "claims.md"), "w", encoding="utf-8") as f:
     f.write(text + "\n")
   if args.readme:
-    study.replace_section("claims", text)
+    study.replace_section(args.readme, text)
 
 
 if __name__ == "__main__":

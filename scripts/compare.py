@@ -20,7 +20,6 @@ time. A spec with momentum correction ("topk:0.01,momentum=0.9") runs with plain
 inside (optimizer.momentum=0): the momentum is the compressor's.
 """
 
-import argparse
 import sys
 
 from odsgd_jax import study
@@ -28,9 +27,7 @@ from odsgd_jax.strategies import STRATEGIES
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                   formatter_class=argparse.RawDescriptionHelpFormatter,
-                                   epilog=__doc__.split("\n\n", 1)[1])
+  parser = study.script_parser(__doc__)
   parser.add_argument("--config", default="configs/default.py",
                       help="config file; each run uses <config>:<strategy>")
   parser.add_argument("--strategies", default=",".join(STRATEGIES))

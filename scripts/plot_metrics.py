@@ -3,7 +3,6 @@
   python scripts/plot_metrics.py runs/default [runs/other ...] --out curves.png
 """
 
-import argparse
 import os
 import sys
 
@@ -12,11 +11,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from odsgd_jax import study  # noqa: E402
 from odsgd_jax.train import read_metrics  # noqa: E402
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = study.script_parser(__doc__)
   parser.add_argument("workdirs", nargs="+", help="run folders holding metrics.jsonl")
   parser.add_argument("--out", default="curves.png", help="PNG file to write")
   args = parser.parse_args()

@@ -9,7 +9,6 @@ the per-seed values), compare.png and study.json. For the simulated time to a
 target accuracy as well, use scripts/compare.py.
 """
 
-import argparse
 import sys
 
 from odsgd_jax import study
@@ -17,9 +16,7 @@ from odsgd_jax.strategies import STRATEGIES
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                   formatter_class=argparse.RawDescriptionHelpFormatter,
-                                   epilog=__doc__.split("\n\n", 1)[1])
+  parser = study.script_parser(__doc__)
   parser.add_argument("--config", default="configs/mnist1d.py",
                       help="config file; each run uses <config>:<strategy>")
   parser.add_argument("--strategies", default=",".join(STRATEGIES),

@@ -15,7 +15,6 @@ default config train a few steps on this host's devices, with each seed, and the
 simulated seconds per step give the efficiency, next to the timelines' prediction.
 """
 
-import argparse
 import os
 
 import matplotlib
@@ -23,7 +22,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from odsgd_jax import cluster, study  # noqa: E402
+from odsgd_jax import cluster, study, train  # noqa: E402
 from odsgd_jax.cluster import PRESETS, WORKLOADS, Overlap  # noqa: E402
 
 PAPER = {64: 0.934, 128: 0.905}  # Wen et al., pseudo-synchronous SGD on Tianhe-2
@@ -99,8 +98,7 @@ def training_study(args) -> str:
     for name in args.strategies.split(","):
       measured = study.mean_ci([per_step[f"{name} N=1"][i] / t
                                 for i, t in enumerate(per_step[f"{name} N={n}"])])
-      options = {k: v for k, v in study.load_config(f"{args.config}:{name}").strategy.items()
-                 if k != "name"}
+      options = dict(train.strategy_spec(study.load_config(f"{args.config}:{name}")).options)
       options.update({"warmup_steps": 0} if name == "odsgd" else {})
       predicted = study.weak_scaling(network, config.cluster.step_time, bytes_, [n], overlap,
                                      {name: (name, options, name == "ssgd")})[name][n]
@@ -115,9 +113,7 @@ def training_study(args) -> str:
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                   formatter_class=argparse.RawDescriptionHelpFormatter,
-                                   epilog=__doc__.split("\n\n", 1)[1])
+  parser = study.script_parser(__doc__)
   parser.add_argument("--workload", default="resnet50_v100", choices=sorted(WORKLOADS))
   parser.add_argument("--train", action="store_true", help="check against real runs")
   parser.add_argument("--config", default="configs/default.py")

@@ -8,7 +8,6 @@ optimizers of momentum 0, 0.5 and 0.9, and prints the largest stable eta * h nex
 analytic values where they are known: synchronous 2 (1 + mu), one step late 1 - mu.
 """
 
-import argparse
 
 from odsgd_jax import study
 
@@ -68,9 +67,7 @@ def _momentum(strategy: str, mu: float) -> dict[str, float]:
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                   formatter_class=argparse.RawDescriptionHelpFormatter,
-                                   epilog=__doc__.split("\n\n", 1)[1])
+  parser = study.script_parser(__doc__)
   parser.add_argument("--readme", action="store_true", help="write the section of docs/delays.md")
   args = parser.parse_args()
   text = table()

@@ -7,7 +7,6 @@ CNN1D (the default model) and ResNet-20; prints the table, and with --readme wri
 into docs/strategies.md.
 """
 
-import argparse
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +14,7 @@ import jax.numpy as jnp
 from configs import _strategies, default
 from odsgd_jax.models import make_model
 from odsgd_jax.strategies import STRATEGIES, state_model_copies
-from odsgd_jax.study import replace_section, run_main
+from odsgd_jax.study import replace_section, run_main, script_parser
 from odsgd_jax.train import make_inner_optimizer, make_lr_schedule
 
 MODELS = {"cnn1d": (40,), "resnet20": (32, 32, 3)}
@@ -39,7 +38,7 @@ def measure() -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = script_parser(__doc__)
   parser.add_argument("--readme", action="store_true",
                       help="also write the section of docs/strategies.md")
   args = parser.parse_args()

@@ -9,7 +9,6 @@ Python literals. The table gives each combination's final test accuracy (mean an
 combination, paired by seed.
 """
 
-import argparse
 
 from odsgd_jax import study
 
@@ -25,9 +24,7 @@ def parse_grid(entries: list[str]) -> dict[str, list]:
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                   formatter_class=argparse.RawDescriptionHelpFormatter,
-                                   epilog=__doc__.split("\n\n", 1)[1])
+  parser = study.script_parser(__doc__)
   parser.add_argument("--config", required=True, help="config file, optionally with :argument")
   parser.add_argument("--grid", action="append", default=[], help="section.field=v1,v2,...")
   study.add_study_flags(parser, "runs/sweep")
