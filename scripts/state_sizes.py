@@ -13,7 +13,7 @@ import jax.numpy as jnp
 
 from configs import _strategies, default
 from odsgd_jax.models import make_model
-from odsgd_jax.strategies import STRATEGIES, state_model_copies
+from odsgd_jax.strategies import STRATEGIES, resolve, state_model_copies
 from odsgd_jax.study import replace_section, run_main, script_parser
 from odsgd_jax.train import make_inner_optimizer, make_lr_schedule
 
@@ -26,7 +26,7 @@ def measure() -> dict[str, dict[str, float]]:
   copies = {}
   for name in STRATEGIES:
     options = dict(_strategies.STRATEGY_OPTIONS.get(name, {}))
-    tx = STRATEGIES[name].make(inner, axis_name="workers", **options)
+    tx = resolve(name, options).make(inner, "workers")
     copies[name] = {}
     for model_name, shape in MODELS.items():
       model = make_model(model_name, 10)
