@@ -258,6 +258,41 @@ def local_sgd(grad, x0, N, T, inner, period, schedules=None, weighted=False, ada
   return np.array(history), model
 
 
+def gossip(grad, x0, N, T, inner, graph="ring", order="combine_first"):
+  """Each worker i mixes with the workers i + k mod N (k: the graph's offsets, written out
+  here), weights 1 / (1 + peers); combine_first: x_i <- mix(x)_i + u_i(g_i(x_i));
+  step_first: x_i <- mix(x + u)_i."""
+  if N == 1:
+    offsets = []
+  elif graph == "ring":
+    offsets = sorted({1, N - 1})
+  elif graph == "exponential":
+    offsets, k = set(), 1
+    while k < N:
+      offsets.add(k % N)
+      k *= 2
+    offsets = sorted(offsets)
+  else:
+    offsets = list(range(1, N))
+
+  def mix(xs):
+    return [(xs[i] + sum(xs[(i + k) % N] for k in offsets)) / (1 + len(offsets))
+            for i in range(N)]
+
+  xs, states, history = [x0.copy() for _ in range(N)], [inner.init(x0) for _ in range(N)], []
+  for t in range(T):
+    steps = []
+    for i in range(N):
+      u, states[i] = inner.update(grad(t, i, xs[i])[0], states[i])
+      steps.append(u)
+    if order == "combine_first":
+      xs = [m + u for m, u in zip(mix(xs), steps, strict=True)]
+    else:
+      xs = mix([x + u for x, u in zip(xs, steps, strict=True)])
+    history.append([x.copy() for x in xs])
+  return np.array(history), np.mean(xs, axis=0)
+
+
 class Case(NamedTuple):
   """A strategy with options (as a config writes them), its reference, and the schedules
   it is checked under ("homogeneous" or "heterogeneous")."""
@@ -371,6 +406,14 @@ _BUILT_IN = {
                                                      weighted=True, adapt="loss"),
                     "heterogeneous"),
 }
+
+_BUILT_IN.update({
+    f"gossip_{graph}_{order}": (
+        "gossip", {"graph": graph, "order": order},
+        lambda p, inner, sch, graph=graph, order=order: gossip(*p, inner, graph, order),
+        "homogeneous")
+    for graph in ("ring", "exponential", "complete") for order in ("combine_first", "step_first")
+})
 
 for _name, _case in _BUILT_IN.items():
   add_case(_name, *_case)

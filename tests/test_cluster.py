@@ -4,6 +4,7 @@ import numpy as np
 import optax
 import pytest
 
+from odsgd_jax import cluster
 from odsgd_jax.cluster import Network, Overlap, Workers
 from odsgd_jax.strategies import get_strategy
 from configs import _strategies
@@ -56,6 +57,24 @@ def test_ssgd_waits_for_the_slowest_then_all_reduces():
   assert cost.duration == pytest.approx(4 + RING_3)
   np.testing.assert_allclose(cost.idle, [3, 2, 0])
   np.testing.assert_allclose(cost.communication, RING_3)
+
+
+def test_gossip_sends_a_message_to_each_peer_beside_or_after_the_compute():
+  # 3 workers: a ring's peers are both others (offsets 1, 2); 8: two on a ring, three
+  # (1, 2, 4 ahead) on the exponential graph
+  assert [len(cluster.gossip_offsets(g, n)) for g, n in
+          [("ring", 3), ("ring", 8), ("exponential", 8), ("complete", 8), ("ring", 1)]] == [
+              2, 2, 3, 7, 0]
+  mixed_first = make_timeline("gossip", {}, WORKERS, NETWORK, BYTES).cost(0)
+  assert mixed_first.duration == pytest.approx(4.0)  # max(4, 2 messages of 1 s)
+  np.testing.assert_allclose(mixed_first.idle, [3, 2, 0])
+  stepped_first = make_timeline("gossip", {"order": "step_first"}, WORKERS, NETWORK, BYTES)
+  assert stepped_first.cost(0).duration == pytest.approx(4 + 2.0)
+  slow = make_timeline("gossip", {}, WORKERS, Network(bandwidth=10.0), BYTES).cost(0)
+  assert slow.duration == pytest.approx(2 * 10.0)  # the exchange outlasts the compute
+  complete = make_timeline("gossip", {"graph": "complete", "order": "step_first"}, WORKERS,
+                           NETWORK, BYTES)
+  assert complete.cost(0).duration == pytest.approx(4 + RING_3)  # the mean is an all-reduce
 
 
 def test_pipelined_strategies_hide_the_all_reduce_after_warmup():

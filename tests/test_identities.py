@@ -34,6 +34,16 @@ def test_ssp_with_staleness_0_is_ssgd(inner):
                              _history("ssgd", INNERS[inner]()), atol=EXACT)
 
 
+@pytest.mark.parametrize("inner", sorted(INNERS))
+def test_gossip_stepping_first_on_the_complete_graph_is_ssgd(inner):
+  """The mean of the workers' SGD or heavy-ball steps is the step on the mean gradient;
+  mixing first (Lian et al.'s order) is not: each worker steps on its own gradient."""
+  gossip = _history("gossip", INNERS[inner](), graph="complete", order="step_first")
+  np.testing.assert_allclose(gossip, _history("ssgd", INNERS[inner]()), atol=EXACT)
+  combined_first = _history("gossip", INNERS[inner](), graph="complete")
+  assert np.abs(combined_first - gossip).max() > 1e-3
+
+
 @pytest.mark.parametrize("staleness", [0, 2])
 def test_ssp_bounds_the_clock_gap_on_a_heterogeneous_cluster(staleness):
   """A worker at most `staleness` clocks ahead may push, so after a tick the gap is

@@ -259,3 +259,53 @@ class AsynchronousTimeline(Timeline):
 
   def load_state_dict(self, state):
     self.lands = np.asarray(state["lands"], np.float64)
+
+
+GOSSIP_GRAPHS = ("ring", "exponential", "complete")
+
+
+def gossip_offsets(graph: str, num_workers: int) -> tuple[int, ...]:
+  """The peers of worker i on a gossip `graph`: the workers i + k mod N for these k."""
+  if num_workers <= 1:
+    return ()
+  if graph == "ring":
+    return tuple(sorted({1, num_workers - 1}))
+  if graph == "exponential":
+    return tuple(sorted({2**j % num_workers for j in range(math.ceil(math.log2(num_workers)))}))
+  if graph == "complete":
+    return tuple(range(1, num_workers))
+  raise ValueError(f"graph={graph!r} is not one of {GOSSIP_GRAPHS}")
+
+
+class GossipTimeline(Timeline):
+  """gossip: every worker exchanges its parameters with its peers on each tick; no
+  global all-reduce, but everyone still moves in step (a tick ends with the slowest).
+
+  exchange = peers x message(S): a worker sends one copy to each peer, one after
+  another over its own link (and receives as many at the same time); on the complete
+  graph the mean is an all-reduce. combine_first mixes the parameters the gradient is
+  taken at, so the exchange runs beside the compute: duration = max(max_i c_i,
+  exchange); step_first mixes after the step: max_i c_i + exchange.
+  """
+
+  def __init__(self, workers, network, message_bytes, overlap=None, *, graph: str = "ring",
+               order: str = "combine_first", **options):
+    super().__init__(workers, network, message_bytes, overlap, **options)
+    self.graph, self.order = graph, order
+    self.peers = len(gossip_offsets(graph, self.num_workers))
+
+  def exchange_time(self, message_bytes: float) -> float:
+    if self.peers == 0:
+      return 0.0
+    if self.graph == "complete":
+      return self.allreduce_time(message_bytes)
+    return self.peers * self.network.message_time(message_bytes)
+
+  def cost(self, tick, round_end=False, message_bytes=None, gathers=False):
+    del round_end, gathers  # messages to single peers
+    compute = self.workers.compute_times(tick)
+    slowest = compute.max()
+    exchange = self.exchange_time(self._message(message_bytes))
+    duration = max(slowest, exchange) if self.order == "combine_first" else slowest + exchange
+    return TickCost(duration, compute, np.full(self.num_workers, duration - slowest),
+                    slowest - compute)

@@ -10,6 +10,7 @@ import optax
 
 from odsgd_jax import cluster
 from odsgd_jax.strategies._asgd import asgd, asgd_log, asgd_model_params
+from odsgd_jax.strategies._gossip import gossip, gossip_model_params
 from odsgd_jax.strategies._local_sgd import (local_sgd, local_sgd_log, local_sgd_model_params,
                                              local_sgd_round_end, oscars)
 from odsgd_jax.strategies._odsgd import odsgd, odsgd_model_params, odsgd_steady_from
@@ -229,3 +230,8 @@ register(StrategyDef(
     step_hints=StepHints(replaced_each_tick=("opt_state.inner_state",)),
     examples=(Example({"period": 3, "adapt": "linear"}, 1, "anchor"),
               Example({"period": 4}, 1, "anchor"))))
+register(StrategyDef(
+    "gossip", gossip, gossip_model_params, timeline=cluster.GossipTimeline,
+    examples=(Example({"graph": "ring"}, 0, "nothing: the inner state only (its own)"),
+              Example({"graph": "exponential", "order": "step_first"}, 0,
+                      "nothing: the inner state only (its own)"))))
