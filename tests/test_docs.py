@@ -58,3 +58,8 @@ def test_the_section_writer_finds_the_page_and_relativizes_its_links(tmp_path, m
       "# front\n<!-- a:start -->\nnew ![a](docs/a.png)\n<!-- a:end -->\n")
   with pytest.raises(study.SectionError, match="'nosuch' must be in exactly one"):
     study.replace_section("nosuch", "text")
+  empty = tmp_path / "installed"  # a package installed without its checkout
+  empty.mkdir()
+  monkeypatch.setattr("odsgd_jax.study._readme.repository_root", lambda: str(empty))
+  with pytest.raises(study.SectionError, match="pip install -e"):
+    study.replace_section("a", "text")

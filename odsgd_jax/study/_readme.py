@@ -10,7 +10,9 @@ class SectionError(LookupError):
 
 
 def repository_root() -> str:
-  """The checkout this package runs from (scripts write its README and docs/)."""
+  """The checkout this package runs from (scripts write its README and docs/): the pages
+  are not part of an installed package, so a section is written into the checkout an
+  editable install (`pip install -e .`) points at, whatever the working directory."""
   return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -39,8 +41,12 @@ def replace_section(name: str, text: str, page: str | None = None) -> str:
   """
   start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
   root = repository_root()
+  candidates = [page] if page else [p for p in pages(root) if os.path.exists(p)]
+  if not candidates:
+    raise SectionError(f"no README.md or docs/ next to the package in {root}: generated "
+                       f"sections are written into a checkout installed with pip install -e .")
   holders = []
-  for candidate in [page] if page else pages(root):
+  for candidate in candidates:
     with open(candidate, encoding="utf-8") as f:
       content = f.read()
     if start in content and end in content:
