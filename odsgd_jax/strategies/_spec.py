@@ -2,6 +2,7 @@
 clock and the summary read instead of the config's `strategy` section."""
 
 import dataclasses
+import difflib
 from typing import Any, Mapping
 
 import optax
@@ -56,7 +57,9 @@ def resolve(name: str, options: Mapping[str, Any],
   allowed = definition.options()
   for key in options:
     if key not in allowed:
-      raise ValueError(f"unknown config field strategy.{key} for strategy {name!r} "
+      close = difflib.get_close_matches(key, list(allowed), n=1)
+      hint = f"; did you mean strategy.{close[0]}?" if close else ""
+      raise ValueError(f"unknown config field strategy.{key} for strategy {name!r}{hint} "
                        f"(allowed: {', '.join(sorted(allowed)) or 'none'})")
   options = dict(options)
   if inner_momentum is not None and definition.takes("inner_momentum"):

@@ -120,10 +120,7 @@ def _check_names_and_options(config: ml_collections.ConfigDict) -> StrategySpec:
   _check_keys("model", [k for k in model.keys() if k != "name"], options,
               f" for model {model.name!r}")
   _check_choice("strategy.name", strategy.get("name"), STRATEGIES)
-  options = STRATEGIES[strategy.name].options()
-  _check_keys("strategy", [k for k in strategy.keys() if k != "name"], options,
-              f" for strategy {strategy.name!r}")
-  try:
+  try:  # its options: checked where they are resolved, once
     return strategy_spec(config)
   except ValueError as error:
     raise ConfigError(str(error)) from error
