@@ -42,6 +42,17 @@ from configs import default  # noqa: E402
 from tests import test_new_strategy  # noqa: E402, F401
 
 
+# Files of the longest tests (each starts processes that train): collected first, they
+# start while the other xdist worker runs the many short tests, instead of leaving one
+# worker alone at the end of the suite.
+LONGEST_FIRST = ("tests/test_multiprocess.py", "tests/test_scripts.py", "tests/test_notebook.py")
+
+
+def pytest_collection_modifyitems(config, items):
+  del config
+  items.sort(key=lambda item: item.nodeid.split("::")[0] not in LONGEST_FIRST)
+
+
 def pytest_configure(config):
   config.addinivalue_line("markers", "devices(n): the test needs n devices (skipped with fewer)")
 

@@ -73,8 +73,8 @@ class Experiment:
     """What a checkpoint must share with the config that resumes it."""
     config = self.config
     identity = {"dataset": config.data.name, "model": config.model.to_dict(),
-                "strategy": config.strategy.name,
-                "compression": config.strategy.get("compression") or "none",
+                "strategy": self.strategy.name,
+                "compression": self.strategy.options.get("compression") or "none",
                 "num_workers": config.cluster.num_workers}
     return json.loads(json.dumps(identity))  # as it reads back from the checkpoint
 

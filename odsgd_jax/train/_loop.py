@@ -350,7 +350,7 @@ class _Run:
         "examples_seen": steps * data_cfg.batch_size,
         "wall_time_s": (self.progress.wall_time if self.start_step < self.train_cfg.num_steps
                         else self.progress.wall_time_before),
-        "strategy": self.x.config.strategy.name, "dataset": data_cfg.name,
+        "strategy": self.x.strategy.name, "dataset": data_cfg.name,
         "model": self.x.config.model.name, "num_workers": self.x.num_workers,
         "num_devices": self.x.worker_mesh.num_devices,
         "sim_time_s": clock.time, "sim_step_time_s": clock.step_time,
