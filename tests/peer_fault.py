@@ -3,8 +3,9 @@
   python -m tests.peer_fault --die_at=kill:step:45 --die_note=FILE <experiments.train's flags>
 
 `kill:step:N` kills the process (SIGKILL: no chance to save or say goodbye) before step
-N is dispatched, between checkpoint saves; `kill:save:N` kills it `--die_delay_s` into
-its save of step N's checkpoint, so the others are inside that save when it dies;
+N is dispatched, once the steps before it have run, between checkpoint saves;
+`kill:save:N` kills it `--die_delay_s` into its save of step N's checkpoint, so the others
+are inside that save when it dies;
 `freeze:step:N` stops it (SIGSTOP) before step N: alive to the operating system, its
 sockets open, silent. Just before, the time (time.time()) is written to `--die_note`.
 """
@@ -14,6 +15,7 @@ import os
 import signal
 import time
 
+import jax
 from absl import app, flags
 
 from experiments import train
@@ -38,6 +40,10 @@ class _Stop(Hook):
 
   def before_step(self, step):
     if self.where == "step" and step == self.step:
+      # Finish the steps already dispatched (their collectives need this process): the
+      # others then fail in step N's work, not, by a race, in the step before it.
+      for array in jax.live_arrays():
+        array.block_until_ready()
       self._stop()
 
   def before_save(self, step):
