@@ -272,12 +272,13 @@ def test_the_train_step_compiles_once_per_run(small_config, tmp_path, strategy):
   config = _strategies.use_strategy(small_config, strategy)
   config.cluster.speeds = (1.0, 1.0, 0.5, 0.5, 1.0, 1.0, 0.25, 1.0)
   config.cluster.jitter = 0.2
-  config.train.num_steps = 12
   config.optimizer.warmup_steps = 0
   config.train.norms_every = 5
+  # 20 steps, as test_crash_then_resume_...: the same programs, compiled once per suite
   train_and_evaluate(config, str(tmp_path / "run"), hooks=[kept])
   train_step = kept.experiment.train_step
-  used = {(step % 5 == 0, train_step.steady(step - 1)) for step in range(1, 13)}
+  used = {(step % 5 == 0, train_step.steady(step - 1))
+          for step in range(1, config.train.num_steps + 1)}
   assert {key: program.compilations() for key, program in train_step.programs.items()} \
       == {key: int(key in used) for key in train_step.programs}
 
