@@ -109,10 +109,11 @@ class OptionError(ValueError):
 
 
 def check_value(field: str, value: Any, domain: Domain) -> None:
-  """Raises ValueError, one line: the field, the value, why and what is allowed."""
+  """Raises `OptionError` (a ValueError), one line: the field, the value, why and what is
+  allowed."""
   problem = domain.problem(value)
   if problem is not None:
-    raise ValueError(f"{field}={value!r} {problem}; allowed: {domain.describe()}")
+    raise OptionError(f"{field}={value!r} {problem}; allowed: {domain.describe()}")
 
 
 def declared(**domains: Domain) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -130,10 +131,7 @@ def declared(**domains: Domain) -> Callable[[Callable[..., Any]], Callable[..., 
       bound = signature.bind(*args, **kwargs)
       bound.apply_defaults()
       for name, domain in domains.items():
-        problem = domain.problem(bound.arguments[name])
-        if problem is not None:
-          raise OptionError(f"{name}={bound.arguments[name]!r} {problem}; "
-                            f"allowed: {domain.describe()}")
+        check_value(name, bound.arguments[name], domain)
       return factory(*args, **kwargs)
 
     checked.domains = dict(domains)

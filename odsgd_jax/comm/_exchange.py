@@ -153,9 +153,8 @@ def exchange(communication: Communication | None, tree: Any, state: Communicatio
       parameter server receives, one by one).
 
     exact: the message travels uncompressed even when `communication` compresses (an
-      optimizer's state, the parameters delay compensation reads: a compressor's error
-      would corrupt them). Sent on a tick whose compressed exchange came first, its bits
-      are added to that tick's record.
+      optimizer's state: a compressor's error would corrupt it). Sent on a tick whose
+      compressed exchange came first, its bits are added to that tick's record.
 
   Returns:
     (mean or stacked messages, new state). The state records the bits this worker
