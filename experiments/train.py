@@ -94,14 +94,14 @@ def _unknown_override(argv, error):
   sys.exit(1)
 
 
-def _exit_now_if_threads_hang(status: int) -> None:
-  """Exits at once when threads that the interpreter would join are still running: a
-  failed asynchronous checkpoint save leaves orbax's waiting forever."""
-  waiting = [thread for thread in threading.enumerate()
-             if thread is not threading.main_thread() and thread.is_alive() and not thread.daemon]
-  if waiting:
-    logging.flush()
-    os._exit(status)
+def _exit_after_error(status: int) -> None:
+  """Exits at once, the message said: the interpreter's shutdown would join the threads
+  orbax and TensorStore leave behind (a failed asynchronous save leaves one waiting
+  forever), and their event loops, closed under them, print tracebacks after our line."""
+  logging.flush()
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(status)
 
 
 def _without_orbax_errors(record) -> bool:
@@ -173,8 +173,7 @@ def main(argv):
     sys.exit(0)
   except (ConfigError, DataError, CheckpointError, NonFiniteLossError) as error:
     print(f"error: {error}", file=sys.stderr, flush=True)
-    _exit_now_if_threads_hang(1)
-    sys.exit(1)
+    _exit_after_error(1)
   except parallel.PeerLostError as error:
     _peer_lost(error)
   logging.info("finished: %s", summary)

@@ -20,12 +20,12 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(2**30))  # with it, a file lock
 
-# Tests check behaviour, not speed: compiled without LLVM's optimizations, a program
-# compiles in about half the time (the suite is mostly compilation); scripts/benchmark.py
-# measures speed with the default flags. Passed on to the processes tests start.
-if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                             " --xla_backend_optimization_level=0").strip()
+from tests.helpers import FAST_COMPILE_FLAGS  # noqa: E402
+
+# Set before the backend starts; passed on to the processes tests start.
+for _flag in FAST_COMPILE_FLAGS:
+  if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_flag}".strip()
 
 import jax  # noqa: E402
 

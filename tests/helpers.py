@@ -1,10 +1,22 @@
 """Small shared helpers for the tests."""
 
 import os
+import subprocess
+import sys
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Tests check behaviour, not speed, and the suite is mostly compilation: without LLVM's
+# optimizations and with XLA:CPU's older elemental emitters in place of its MLIR fusion
+# emitters, programs compile in under a third of the time (a 12-step pseudo_sync run's
+# twenty compilations: 12.0 s with the defaults, 6.9 s at level 0, 3.5 s with both).
+# tests/conftest.py adds them to XLA_FLAGS; scripts/benchmark.py measures speed with the
+# default flags.
+FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
 
 
 def assert_trees_close(actual, expected, rtol=1e-6, atol=1e-6):
@@ -29,3 +41,17 @@ def saved_state(workdir: str, step: int):
   path = os.path.join(os.path.abspath(workdir), "checkpoints", str(step), "state")
   with ocp.StandardCheckpointer() as checkpointer:
     return checkpointer.restore(path)
+
+
+def run_compiled_with(xla_flags: tuple[str, ...], module: str, function: str, *args) -> None:
+  """Calls `module.function(*args)` (literal arguments) in a new process whose XLA_FLAGS
+  hold `xla_flags` in place of FAST_COMPILE_FLAGS: for a property of the programs that
+  depends on how XLA compiles them. Its failure fails the caller, with its traceback."""
+  kept = [flag for flag in os.environ.get("XLA_FLAGS", "").split()
+          if flag not in FAST_COMPILE_FLAGS]
+  code = f"from {module} import {function}; {function}(*{args!r})"
+  result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=300,
+                          env={**os.environ, "XLA_FLAGS": " ".join([*kept, *xla_flags]),
+                               "JAX_PLATFORMS": "cpu"})
+  assert result.returncode == 0, result.stderr[-3000:]
