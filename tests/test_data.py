@@ -11,7 +11,8 @@ import pytest
 
 from configs import default
 from odsgd_jax.data import DATASETS, DataError, DatasetSpec, TrainBatches, eval_batches, open_splits
-from odsgd_jax.train import train_and_evaluate
+from odsgd_jax.data._builders import mnist1d_raw_signals
+from odsgd_jax.train import read_metrics, train_and_evaluate
 from tests.catalog_standins import prepare_standin
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,11 +42,52 @@ def _indices(batch):
                          [("mnist1d", 4000, 1000, (40,)), ("digits", 1437, 360, (8, 8, 1))])
 def test_offline_datasets_build_with_published_splits(data_dir, name, train_size, test_size,
                                                       shape):
-  train, test = open_splits(name, data_dir)
-  assert (len(train), len(test)) == (train_size, test_size)
+  train, test, validation = open_splits(name, data_dir)
+  assert (len(train), len(test), validation) == (train_size, test_size, None)
   images, labels = train.read(np.arange(5))
   assert images.shape == (5, *shape) and labels.shape == (5,)
   assert set(np.unique(test.read(np.arange(test_size))[1])) == set(range(10))
+
+
+def test_mnist1d_heldout_keeps_the_training_set_and_adds_validation_and_test(data_dir):
+  standard = open_splits("mnist1d", data_dir)
+  heldout = open_splits("mnist1d_heldout", data_dir)
+  assert [len(split) for split in heldout] == [4000, 10_000, 2_000]  # train, test, validation
+  np.testing.assert_array_equal(heldout.train.images, standard.train.images)
+  np.testing.assert_array_equal(heldout.train.labels, standard.train.labels)
+  seen = {signal.tobytes() for signal in standard.train.images}
+  for split in (heldout.test, heldout.validation):
+    assert not any(signal.tobytes() in seen for signal in split.images)  # fresh signals
+    assert np.bincount(split.labels, minlength=10).min() >= len(split) // 10 - 40
+  # standardized like the standard set: the fresh signals follow its distribution
+  assert abs(heldout.test.images.mean()) < 0.02 and abs(heldout.test.images.std() - 1) < 0.02
+  assert not set(map(bytes, heldout.test.images)) & set(map(bytes, heldout.validation.images))
+
+
+def test_mnist1d_signals_are_the_packages_before_standardizing():
+  from mnist1d.data import get_dataset_args, make_dataset
+  args = get_dataset_args()
+  args.num_samples = 200
+  made = make_dataset(args)
+  signals, labels = mnist1d_raw_signals(200, seed=42)
+  standardized = (signals - signals.mean()) / signals.std()
+  np.testing.assert_array_equal(standardized, np.concatenate([made["x"], made["x_test"]]))
+  np.testing.assert_array_equal(labels, np.concatenate([made["y"], made["y_test"]]))
+
+
+def test_a_run_with_a_validation_split_times_targets_on_it_and_ends_on_test(small_config,
+                                                                          tmp_path):
+  small_config.data.name = "mnist1d_heldout"
+  small_config.train.target_accuracy = 0.2
+  workdir = str(tmp_path / "run")
+  summary = train_and_evaluate(small_config, workdir)
+  evaluations = [row for row in read_metrics(workdir) if "sim_time" in row and "loss" not in row]
+  assert [sorted(k for k in row if k.endswith("accuracy")) for row in evaluations] == [
+      ["validation_accuracy"], ["test_accuracy", "validation_accuracy"]]  # steps 10, 20
+  first = next(row for row in evaluations if row["validation_accuracy"] >= 0.2)
+  assert summary["sim_time_to_target_s"] == first["sim_time"]
+  assert summary["test_accuracy"] == evaluations[-1]["test_accuracy"]
+  assert summary["validation_accuracy"] == evaluations[-1]["validation_accuracy"]
 
 
 def test_missing_catalog_dataset_says_how_to_prepare(tmp_path):
@@ -165,7 +207,7 @@ def test_cifar_augmentation_crops_and_flips_deterministically():
                                         ("imagenet2012", (224, 224, 3))])
 def test_prepared_catalog_datasets_load_through_the_same_code(data_dir, name, shape):
   prepare_standin(name, data_dir)
-  train, test = open_splits(name, data_dir)
+  train, test, _ = open_splits(name, data_dir)
   assert (len(train), len(test)) == (64, 32)
   spec = DATASETS[name]
   batch = next(TrainBatches(train, spec, workers=range(2), num_workers=2, batch_size=4, seed=0))

@@ -20,10 +20,11 @@ def _script(*args, timeout=600):
   return result
 
 
-def test_compare_writes_tables_with_intervals_and_a_plot(tmp_path):
+def test_compare_writes_tables_with_intervals_and_a_plot(data_dir, tmp_path):
   _script("scripts/compare.py", "--config", "configs/oscars_heterogeneous.py:steps=24",
           "--strategies", "ssgd,oscars", "--eval_every", "8", "--target", "ssgd,0.5", "--seeds",
-          "0,1", "--processes", "2", "--output", str(tmp_path))
+          "0,1", "--processes", "2", "--set", f"data.data_dir={data_dir}", "--output",
+          str(tmp_path))
   table = (tmp_path / "compare.md").read_text()
   assert "| ssgd |" in table and "| oscars |" in table and "1.00x" in table
   assert "Time to test accuracy 0.5 on" in table  # a second target
@@ -67,14 +68,17 @@ def test_scaling_from_timelines_and_from_training(tmp_path):
   assert "| 2 | " in result.stdout and "ssgd: trained (timeline)" in result.stdout
 
 
-def test_claims_report_has_a_verdict_for_every_claim(tmp_path):
+def test_claims_report_has_a_verdict_for_every_claim(data_dir, tmp_path):
   result = _script("scripts/claims.py", "--variant", "steps=6", "--eval_every", "3", "--seeds",
-                   "0,1", "--processes", "1", "--output", str(tmp_path))
+                   "0,1", "--processes", "1", "--set", f"data.data_dir={data_dir}", "--output",
+                   str(tmp_path))
   rows = [line for line in result.stdout.splitlines() if line.startswith("| ") and
           line.split(" | ")[0] in ("| OD-SGD", "| Pseudo-sync", "| Oscars")]
   assert len(rows) == 8
-  assert all(any(v in row for v in ("**holds", "**does not hold", "**not testable here"))
+  assert all(any(v in row for v in ("**holds", "**does not hold", "**inconclusive"))
              for row in rows)
+  assert "pilot seeds 100, 101, 102" in result.stdout and "Holm" in result.stdout
+  assert " ± 0.0 " not in result.stdout and "±0.0" not in result.stdout
 
 
 def test_measured_step_time_drives_the_clock(small_config, tmp_path):

@@ -8,11 +8,12 @@ training time, and says how to prepare a data set that is missing.
 
 import dataclasses
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
+import filelock
 import tensorflow_datasets as tfds
 
-from odsgd_jax.data._builders import Digits, Mnist1d
+from odsgd_jax.data._builders import Digits, Mnist1d, Mnist1dHeldout
 from odsgd_jax.data._splits import InMemorySplit, RecordSplit
 
 
@@ -33,6 +34,8 @@ class DatasetSpec:
       "imagenet" (random resized crop to 224 + flip; eval: resize 256, center 224).
     builder: the package's TFDS builder class, or None for a TFDS catalog data set.
     test_split: the split evaluated as "test".
+    validation_split: the split that targets and choices are made on (evaluated during
+      the run; then the test split only at its end), or None: the test split throughout.
     in_memory: decode the splits into memory once (small data sets), instead of
       reading records batch by batch.
   """
@@ -45,12 +48,16 @@ class DatasetSpec:
   augment: str = "none"
   builder: Any = None
   test_split: str = "test"
+  validation_split: str | None = None
   in_memory: bool = True
 
 
 DATASETS: dict[str, DatasetSpec] = {
     # mnist1d signals are already standardized by their generator.
     "mnist1d": DatasetSpec(num_classes=10, input_shape=(40,), builder=Mnist1d),
+    # the same training signals; 2,000 validation and 10,000 test signals (Mnist1dHeldout)
+    "mnist1d_heldout": DatasetSpec(num_classes=10, input_shape=(40,), builder=Mnist1dHeldout,
+                                   validation_split="validation"),
     "digits": DatasetSpec(
         num_classes=10, input_shape=(8, 8, 1), scale=1 / 16, mean=(0.3053,), std=(0.3760,),
         builder=Digits,
@@ -124,8 +131,15 @@ def _open_catalog_dataset(name: str, data_dir: str) -> tfds.core.DatasetBuilder:
 def _prepare_offline_dataset(spec: DatasetSpec, name: str, data_dir: str):
   tfds.disable_progress_bar()  # preparing takes a second; its bars only clutter the log
   builder = spec.builder(data_dir=data_dir, file_format="array_record")
+  if builder.is_prepared():  # read-only folders with the data set in them work too
+    return builder
   try:
-    builder.download_and_prepare()
+    os.makedirs(data_dir, exist_ok=True)
+    # The processes of a study (or of a test session) may open a data set in a fresh
+    # folder at once: one prepares it, the others wait here and find it prepared.
+    with filelock.FileLock(os.path.join(data_dir, f".{name}.lock")):
+      builder = spec.builder(data_dir=data_dir, file_format="array_record")
+      builder.download_and_prepare()
   except OSError as error:
     raise DataError(
         f"cannot prepare data set {name!r} in {data_dir}: {error}. "
@@ -134,16 +148,24 @@ def _prepare_offline_dataset(spec: DatasetSpec, name: str, data_dir: str):
   return builder
 
 
-def open_splits(name: str, data_dir: str | None) -> tuple[Any, Any]:
-  """Train and test splits of data set `name` (prepared first if it builds offline).
+class Splits(NamedTuple):
+  """A data set's splits, each with `len()` and `read(indices)` returning (images, labels)."""
+
+  train: Any
+  test: Any
+  validation: Any = None  # None: the data set has none
+
+
+def open_splits(name: str, data_dir: str | None) -> Splits:
+  """Train, test and validation splits of data set `name` (prepared first if it builds
+  offline).
 
   Args:
     name: a key of `DATASETS`.
     data_dir: TFDS data folder; None for the TFDS default.
 
   Returns:
-    (train_split, test_split), each with `len()` and `read(indices)` returning
-    (images, labels).
+    Its `Splits`.
 
   Raises:
     DataError: the data set is unknown, not prepared, not array_record, or its
@@ -160,7 +182,8 @@ def open_splits(name: str, data_dir: str | None) -> tuple[Any, Any]:
   try:
     sources = builder.as_data_source()
     wrap = InMemorySplit if spec.in_memory else RecordSplit
-    return wrap(sources["train"]), wrap(sources[spec.test_split])
+    return Splits(wrap(sources["train"]), wrap(sources[spec.test_split]),
+                  wrap(sources[spec.validation_split]) if spec.validation_split else None)
   except Exception as error:  # a truncated or foreign file: say which folder
     raise DataError(
         f"cannot read data set {name!r} from {builder.data_dir}: {error}. "

@@ -6,7 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
-from odsgd_jax.study._runner import RunResult
+from odsgd_jax.study._runner import RunResult, timed_accuracy
 from odsgd_jax.study._stats import (Interval, Paired, Reached, mean_ci, paired, reached,
                                     time_to_target)
 
@@ -69,8 +69,9 @@ def summarize(results: Sequence[RunResult], baseline: str | None = None,
   Args:
     results: a study's runs.
     baseline: the label every group is compared with, seed by seed.
-    target: the test accuracy to time; None to skip. With a baseline, nan means
-      the baseline's mean final accuracy.
+    target: the accuracy to time (validation where the data set has that split, else
+      test); None to skip. With a baseline, nan means the baseline's mean final value
+      of that accuracy.
 
   Returns:
     The groups, and the target used.
@@ -81,13 +82,15 @@ def summarize(results: Sequence[RunResult], baseline: str | None = None,
     raise ValueError(f"baseline {baseline!r} is not among the study's labels {labels}")
   base_accuracy = _converged(_accuracies(by_label[baseline])) if baseline else {}
   if target is not None and math.isnan(target):
-    target = float(np.mean(list(base_accuracy.values())))
-  base_times = ({r.spec.seed: time_to_target(r.evaluations, target) for r in by_label[baseline]}
-                if baseline and target is not None else {})
+    target = float(np.mean([r.summary[timed_accuracy(r.evaluations)]
+                            for r in by_label[baseline] if r.summary is not None]))
+  base_times = ({r.spec.seed: time_to_target(r.evaluations, target, timed_accuracy(r.evaluations))
+                 for r in by_label[baseline]} if baseline and target is not None else {})
   groups = []
   for label, runs in by_label.items():
     per_seed = _accuracies(runs)
-    times = ({r.spec.seed: (time_to_target(r.evaluations, target) if r.summary else None)
+    times = ({r.spec.seed: (time_to_target(r.evaluations, target, timed_accuracy(r.evaluations))
+                            if r.summary else None)
               for r in runs} if target is not None else {})
     both = [s for s, t in times.items() if t is not None and base_times.get(s) is not None]
     compared = baseline is not None and label != baseline

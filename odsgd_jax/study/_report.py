@@ -16,6 +16,7 @@ import numpy as np  # noqa: E402
 
 from odsgd_jax.study._aggregate import Group  # noqa: E402
 from odsgd_jax.study._readme import replace_section, repository_root  # noqa: E402
+from odsgd_jax.study._runner import timed_accuracy  # noqa: E402
 from odsgd_jax.study._stats import CONFIDENCE, SIGNIFICANCE, Paired  # noqa: E402
 
 
@@ -113,13 +114,14 @@ def _mean_curve(group: Group, x: Callable[[dict], float]):
   curves = [r.evaluations for r in group.runs if r.evaluations]
   length = min(len(c) for c in curves)
   xs = np.asarray([x(row) for row in curves[0][:length]])
-  accuracy = np.asarray([[row["test_accuracy"] for row in c[:length]] for c in curves])
+  metric = timed_accuracy(curves[0])
+  accuracy = np.asarray([[row[metric] for row in c[:length]] for c in curves])
   return xs, accuracy.mean(0), accuracy.min(0), accuracy.max(0)
 
 
 def plot_curves(groups: Sequence[Group], path: str, target: float | None = None) -> None:
-  """Test accuracy against steps and simulated time: the mean over seeds, with the
-  range of the seeds shaded."""
+  """Accuracy (validation where the data set has that split, else test) against steps
+  and simulated time: the mean over seeds, with the range of the seeds shaded."""
   panels = [("step", lambda row: row["step"]), ("simulated time (s)", lambda row: row["sim_time"])]
   figure, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.5), squeeze=False)
   for axis, (xlabel, x) in zip(axes[0], panels, strict=True):
@@ -131,7 +133,9 @@ def plot_curves(groups: Sequence[Group], path: str, target: float | None = None)
       axis.fill_between(xs, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
     if target is not None:
       axis.axhline(target, color="black", linestyle=":", linewidth=1, label=f"target {target:.4g}")
-    axis.set(xlabel=xlabel, ylabel="test accuracy (mean over seeds; range shaded)")
+    metric = next(timed_accuracy(r.evaluations) for g in groups for r in g.runs if r.evaluations)
+    axis.set(xlabel=xlabel,
+             ylabel=f"{metric.replace('_', ' ')} (mean over seeds; range shaded)")
     axis.grid(alpha=0.3)
     axis.legend(fontsize=9, loc="lower right")
   figure.tight_layout()

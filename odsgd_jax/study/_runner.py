@@ -25,7 +25,9 @@ class RunResult:
   Attributes:
     spec: the run.
     summary: its summary.json, or None when it diverged.
-    evaluations: the evaluation rows (step, sim_time, test_loss, test_accuracy).
+    evaluations: the evaluation rows (step, sim_time and the split's loss and accuracy:
+      `validation_...` during a run on a data set with a validation split, `test_...`
+      otherwise and at its end).
     error: why it stopped early ("diverged: ..."), or None.
     workdir: its folder (metrics.jsonl, checkpoints, model).
   """
@@ -81,8 +83,17 @@ def _finished_with(workdir: str, config: dict[str, Any]) -> bool:
 def _evaluations(workdir: str) -> list[dict[str, float]]:
   if not os.path.exists(os.path.join(workdir, "metrics.jsonl")):
     return []
-  return [{k: row[k] for k in ("step", "sim_time", "test_loss", "test_accuracy")}
-          for row in read_metrics(workdir) if "test_accuracy" in row]
+  fields = ("step", "sim_time", "test_loss", "test_accuracy", "validation_loss",
+            "validation_accuracy")
+  return [{k: row[k] for k in fields if k in row} for row in read_metrics(workdir)
+          if "test_accuracy" in row or "validation_accuracy" in row]
+
+
+def timed_accuracy(evaluations: list[dict[str, float]]) -> str:
+  """The accuracy a run's evaluations track over time: validation where the data set
+  has that split (targets are timed on it), else test."""
+  return ("validation_accuracy" if any("validation_accuracy" in row for row in evaluations)
+          else "test_accuracy")
 
 
 def _end_with_parent() -> None:

@@ -18,7 +18,9 @@ SIGNIFICANCE = 0.05
 
 @dataclasses.dataclass(frozen=True)
 class Interval:
-  """A mean over n values and the half-width of its 95% Student-t interval (nan for n < 2)."""
+  """A mean over n values and the half-width of its 95% Student-t interval (nan for n < 2).
+  Values that do not vary (a deterministic figure, such as a noiseless cluster's simulated
+  time) are formatted without an interval."""
 
   mean: float
   half_width: float
@@ -28,7 +30,7 @@ class Interval:
     if self.n == 0:
       return "-"
     mean = f"{self.mean * scale:{'+' if sign else ''}.{digits}f}"
-    if self.n < 2 or math.isnan(self.half_width):
+    if self.n < 2 or math.isnan(self.half_width) or self.half_width == 0:
       return mean
     return f"{mean} ± {self.half_width * scale:.{digits}f}"
 
@@ -72,10 +74,11 @@ def paired(a: dict[int, float], b: dict[int, float]) -> Paired:
   return Paired(interval, p_value)
 
 
-def time_to_target(evaluations: Sequence[dict[str, float]], target: float) -> float | None:
-  """Simulated time of the first evaluation at or above `target`, or None."""
+def time_to_target(evaluations: Sequence[dict[str, float]], target: float,
+                   metric: str = "test_accuracy") -> float | None:
+  """Simulated time of the first evaluation whose `metric` is at or above `target`, or None."""
   for row in evaluations:
-    if row["test_accuracy"] >= target:
+    if metric in row and row[metric] >= target:
       return row["sim_time"]
   return None
 

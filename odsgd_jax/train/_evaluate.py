@@ -1,4 +1,4 @@
-"""Evaluation of the strategy's model on the test split."""
+"""Evaluation of the strategy's model on a held-out split (test or validation)."""
 
 from typing import Any, Callable
 
@@ -7,13 +7,14 @@ import numpy as np
 from odsgd_jax import parallel
 from odsgd_jax.data import DatasetSpec, eval_batches
 
-# Test splits up to this size stay on the devices between evaluations: frequent
+# Splits up to this size stay on the devices between evaluations: frequent
 # evaluations (every few steps in a study) then cost only the forward passes.
 _CACHE_BYTES = 256 * 2**20
 
 
 class Evaluator:
-  """Test loss and accuracy of a train state's model, over the whole split.
+  """Loss and accuracy of a train state's model over a whole split, named by the split
+  (`test_loss`, `test_accuracy`; `validation_...`).
 
   The batches are read, padded and laid out once when they fit in `_CACHE_BYTES`
   (the offline data sets do); larger splits are read anew at every evaluation.
@@ -21,8 +22,8 @@ class Evaluator:
   """
 
   def __init__(self, eval_step: Callable[..., Any], split: Any, spec: DatasetSpec,
-               batch_size: int, sharding: Any):
-    self._eval_step, self._split, self._spec = eval_step, split, spec
+               batch_size: int, sharding: Any, name: str = "test"):
+    self._eval_step, self._split, self._spec, self.name = eval_step, split, spec, name
     self._batch_size, self._sharding = batch_size, sharding
     self._cached = None
     first = next(eval_batches(split, spec, batch_size))
@@ -43,5 +44,5 @@ class Evaluator:
       loss, num_correct = self._eval_step(state, batch)
       total_loss += float(loss)
       correct += float(num_correct)
-    return {"test_loss": total_loss / len(self._split),
-            "test_accuracy": correct / len(self._split)}
+    return {f"{self.name}_loss": total_loss / len(self._split),
+            f"{self.name}_accuracy": correct / len(self._split)}

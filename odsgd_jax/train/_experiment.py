@@ -16,7 +16,8 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from odsgd_jax import parallel
-from odsgd_jax.data import DATASETS, DatasetSpec, TrainBatches, open_splits, resolve_data_dir
+from odsgd_jax.data import (DATASETS, DatasetSpec, Splits, TrainBatches, open_splits,
+                            resolve_data_dir)
 from odsgd_jax.models import make_model
 from odsgd_jax.strategies import StrategySpec
 from odsgd_jax.train._evaluate import Evaluator
@@ -33,8 +34,7 @@ class Experiment:
   config: ml_collections.ConfigDict
   worker_mesh: parallel.WorkerMesh
   spec: DatasetSpec
-  train_split: Any
-  test_split: Any
+  splits: Splits
   model: Any
   strategy: StrategySpec  # the config's strategy and options, resolved once
   tx: optax.GradientTransformationExtraArgs
@@ -58,16 +58,18 @@ class Experiment:
   def train_batches(self) -> TrainBatches:
     """This process's workers' batches, from the start of the data order."""
     return TrainBatches(
-        self.train_split, self.spec, workers=parallel.local_workers(self.worker_mesh),
+        self.splits.train, self.spec, workers=parallel.local_workers(self.worker_mesh),
         num_workers=self.num_workers, batch_size=self.batch_per_worker,
         seed=self.config.train.seed, num_threads=self.config.data.num_threads,
         prefetch=self.config.data.prefetch)
 
-  def evaluator(self) -> Evaluator:
+  def evaluator(self, name: str = "test") -> Evaluator:
+    """Evaluates the split `name` ("test" or "validation")."""
     devices = self.worker_mesh.num_devices
     batch_size = math.ceil(self.config.data.eval_batch_size / devices) * devices
     sharding = NamedSharding(self.worker_mesh.mesh, P((parallel.WORKERS, parallel.INTRA)))
-    return Evaluator(self.eval_step, self.test_split, self.spec, batch_size, sharding)
+    return Evaluator(self.eval_step, getattr(self.splits, name), self.spec, batch_size, sharding,
+                     name)
 
   def identity(self) -> dict[str, Any]:
     """What a checkpoint must share with the config that resumes it."""
@@ -80,13 +82,13 @@ class Experiment:
 
 
 @functools.lru_cache(maxsize=4)
-def _open_splits_once(name: str, data_dir: str) -> tuple[Any, Any]:
+def _open_splits_once(name: str, data_dir: str) -> Splits:
   """The splits, read and decoded once per process: a study trains many runs of the
   same data set in one process, and the splits are never written to."""
   return open_splits(name, data_dir)
 
 
-def _open_splits_in_turn(name: str, data_dir: str | None) -> tuple[Any, Any]:
+def _open_splits_in_turn(name: str, data_dir: str | None) -> Splits:
   """`open_splits`, with process 0 first: an offline data set is prepared by one
   process while the others wait, not by all of them at once into the same folder."""
   if jax.process_count() == 1:
@@ -130,9 +132,9 @@ def build_experiment(config: ml_collections.ConfigDict) -> Experiment:
   worker_mesh = parallel.make_worker_mesh(
       config.cluster.num_workers, config.parallel.num_devices, config.parallel.devices_per_worker)
   spec = DATASETS[config.data.name]
-  train_split, test_split = _open_splits_in_turn(config.data.name, config.data.data_dir)
+  splits = _open_splits_in_turn(config.data.name, config.data.data_dir)
   batch_per_worker = config.data.batch_size // worker_mesh.num_workers
-  steps_per_epoch = max(1, (len(train_split) // worker_mesh.num_workers) // batch_per_worker)
+  steps_per_epoch = max(1, (len(splits.train) // worker_mesh.num_workers) // batch_per_worker)
   model = make_model(config.model.name, spec.num_classes, **_model_options(config.model))
   _check_model_fits(model, config, spec.input_shape)
   lr_schedule = make_lr_schedule(config.optimizer, config.train.num_steps, steps_per_epoch)
@@ -144,9 +146,8 @@ def build_experiment(config: ml_collections.ConfigDict) -> Experiment:
   tx = strategy.make(make_inner_optimizer(config.optimizer, inner_schedule),
                      parallel.WORKER_AXES)
   return Experiment(
-      config=config, worker_mesh=worker_mesh, spec=spec, train_split=train_split,
-      test_split=test_split, model=model, strategy=strategy, tx=tx, lr_schedule=lr_schedule,
-      steps_per_epoch=steps_per_epoch,
+      config=config, worker_mesh=worker_mesh, spec=spec, splits=splits, model=model,
+      strategy=strategy, tx=tx, lr_schedule=lr_schedule, steps_per_epoch=steps_per_epoch,
       train_step=make_train_step(model, tx, worker_mesh, strategy.definition, lr_schedule,
                                  strategy.steady_tick()),
       eval_step=make_eval_step(model, strategy.definition))

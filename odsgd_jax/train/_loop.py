@@ -160,7 +160,12 @@ class _Run:
       self.checkpoints = Checkpoints(workdir, self.train_cfg.max_checkpoints)
       self.state, self.resumed_step, self.progress = self._resume()
       self.start_step = int(self.state.step)
-      self.evaluator = experiment.evaluator()
+      # Evaluated every eval_every steps: the validation split, where the data set has
+      # one (targets are timed and choices made on it), else the test split; the test
+      # split at the end in any case (the run's final accuracy).
+      has_validation = experiment.splits.validation is not None
+      self.evaluator = experiment.evaluator("validation" if has_validation else "test")
+      self.final_evaluator = experiment.evaluator("test") if has_validation else None
       self.writer = MetricsWriter(workdir, enabled=self.is_writer, resumed_step=self.resumed_step)
       self.bar = tqdm.tqdm(total=self.train_cfg.num_steps, initial=self.start_step, unit="step",
                            dynamic_ncols=True,
@@ -227,13 +232,19 @@ class _Run:
                                "epoch": step / self.x.steps_per_epoch, "sim_time": sim_time})
       self.bar.set_postfix(loss=f"{metrics['loss']:.4f}", acc=f"{metrics['accuracy']:.3f}")
 
+  def evaluation_at(self, step: int) -> dict[str, float]:
+    evaluation = self.evaluator(self.state)
+    if self.final_evaluator is not None and step == self.train_cfg.num_steps:
+      evaluation.update(self.final_evaluator(self.state))
+    return evaluation
+
   def evaluate(self, step: int) -> None:
     parallel.now_doing(f"evaluating after step {step}")
-    self.evaluation = self.evaluator(self.state)
+    self.evaluation = self.evaluation_at(step)
     self.writer.write(step, {**self.evaluation, "sim_time": self.progress.clock.time})
     target = self.train_cfg.target_accuracy
     if (self.progress.reached_target is None and target
-        and self.evaluation["test_accuracy"] >= target):
+        and self.evaluation[f"{self.evaluator.name}_accuracy"] >= target):
       self.progress.reached_target = (step, self.progress.clock.time)
     for hook in self.hooks:
       hook.after_eval(step, self.evaluation)
@@ -325,7 +336,7 @@ class _Run:
     self.loop_s = time.perf_counter() - started  # the training loop, evaluations included
     if self.evaluation is None:  # resumed a finished run: report it again
       parallel.now_doing("evaluating the finished run")
-      self.evaluation = self.evaluator(self.state)
+      self.evaluation = self.evaluation_at(self.train_cfg.num_steps)
     # The run's result on its own, loadable without knowing the strategy's state.
     parallel.now_doing("saving the model")
     with ocp.StandardCheckpointer() as checkpointer:
