@@ -218,7 +218,7 @@ def speed_verdicts(rows: Sequence[Mapping[str, SpeedTest]], primary: str,
               if test.p_slower < alpha and not test.baseline_censored]
     detail = f"{main.format()} to the {primary} target, Holm {_p(p_faster)} for faster"
     if slower:
-      targets = " and ".join(slower)
+      targets = " and ".join([", ".join(slower[:-1]), slower[-1]] if len(slower) > 1 else slower)
       verdicts.append(Verdict(DOES_NOT_HOLD, f"{detail}; significantly slower to the {targets} "
                                              f"target{'s' if len(slower) > 1 else ''}"))
     elif main.seeds == main.both_censored:
