@@ -17,10 +17,12 @@ class Mnist1d(tfds.core.GeneratorBasedBuilder):
 
   VERSION = tfds.core.Version("1.0.0")
 
+  DESCRIPTION = "MNIST-1D from mnist1d.data.make_dataset(get_dataset_args())."
+
   def _info(self) -> tfds.core.DatasetInfo:
     return tfds.core.DatasetInfo(
         builder=self,
-        description="MNIST-1D from mnist1d.data.make_dataset(get_dataset_args()).",
+        description=self.DESCRIPTION,
         features=tfds.features.FeaturesDict({
             "image": tfds.features.Tensor(shape=(40,), dtype=np.float32),
             "label": tfds.features.ClassLabel(num_classes=10),
@@ -66,7 +68,7 @@ def mnist1d_raw_signals(num_samples: int, seed: int) -> tuple[np.ndarray, np.nda
   return np.stack(signals)[shuffle], np.stack(labels)[shuffle]
 
 
-class Mnist1dHeldout(tfds.core.GeneratorBasedBuilder):
+class Mnist1dHeldout(Mnist1d):
   """MNIST-1D's standard 4000 training signals, with fresh validation and test signals.
 
   The standard test split (1000 signals) cannot tell strategies apart: the binomial
@@ -79,21 +81,10 @@ class Mnist1dHeldout(tfds.core.GeneratorBasedBuilder):
   """
 
   VERSION = tfds.core.Version("1.0.0")
+  DESCRIPTION = ("MNIST-1D's standard training split, with 2,000 validation and 10,000 test "
+                 "signals generated with seed 43.")
   VALIDATION, TEST = 2_000, 10_000
   HELDOUT_SEED = 43
-
-  def _info(self) -> tfds.core.DatasetInfo:
-    return tfds.core.DatasetInfo(
-        builder=self,
-        description="MNIST-1D's standard training split, with 2,000 validation and 10,000 "
-                    "test signals generated with seed 43.",
-        features=tfds.features.FeaturesDict({
-            "image": tfds.features.Tensor(shape=(40,), dtype=np.float32),
-            "label": tfds.features.ClassLabel(num_classes=10),
-        }),
-        supervised_keys=("image", "label"),
-        homepage="https://github.com/greydanus/mnist1d",
-    )
 
   def _split_generators(self, dl_manager):
     del dl_manager  # generated, nothing to download
@@ -109,10 +100,6 @@ class Mnist1dHeldout(tfds.core.GeneratorBasedBuilder):
         "validation": self._generate_examples(heldout[validation], heldout_labels[validation]),
         "test": self._generate_examples(heldout[test], heldout_labels[test]),
     }
-
-  def _generate_examples(self, signals, labels):
-    for index, (signal, label) in enumerate(zip(signals, labels, strict=True)):
-      yield index, {"image": signal.astype(np.float32), "label": int(label)}
 
 
 class Digits(tfds.core.GeneratorBasedBuilder):
