@@ -1,7 +1,6 @@
 """Weak scaling on the simulated cluster: every preset up to 4096 workers, from the timelines.
 
   python scripts/scaling.py [--workload resnet50_v100] [--readme]
-  python scripts/scaling.py --train --seeds 0-4 [--readme]
 
 The default computes, from each strategy's timeline alone (no training, seconds),
 the weak-scaling efficiency T(1) / T(N) of every strategy on every preset of
@@ -10,9 +9,9 @@ and whose compute time a real accelerator's; writes a table (N = 64, 128, 4096)
 and a plot of efficiency against N (log axis). The pseudo-synchronous paper's 93.4%
 (64 nodes) and 90.5% (128 nodes) on Tianhe-2 are printed beside the tianhe2 preset.
 
---train checks the timelines against real runs: N logical workers (1 to 128) of the
-default config train a few steps on this host's devices, with each seed, and the
-simulated seconds per step give the efficiency, next to the timelines' prediction.
+(A training run's clock is the same timeline advanced tick by tick: that agreement is a
+test (tests/test_new_strategy.py, tests/test_cluster.py), not a table: training runs
+here could not disagree with it.)
 """
 
 import os
@@ -22,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from odsgd_jax import cluster, study, train  # noqa: E402
+from odsgd_jax import study  # noqa: E402
 from odsgd_jax.cluster import PRESETS, WORKLOADS, Overlap  # noqa: E402
 
 PAPER = {64: 0.934, 128: 0.905}  # Wen et al., pseudo-synchronous SGD on Tianhe-2
@@ -69,71 +68,13 @@ def _plot(efficiency, path: str) -> None:
   plt.close(figure)
 
 
-def training_study(args) -> str:
-  """Short real runs of the default config with N logical workers on one device."""
-  sizes = [int(n) for n in args.workers.split(",")]
-  labels = {}
-  for name in args.strategies.split(","):
-    for n in sizes:
-      overrides = [("cluster.num_workers", n), ("cluster.speeds", ()),
-                   ("data.batch_size", n * args.batch_per_worker),
-                   ("parallel.num_devices", 1), ("train.target_accuracy", 0.0),
-                   ("optimizer.warmup_steps", 0)]
-      if name == "odsgd":
-        overrides.append(("strategy.warmup_steps", 0))  # steady state: the pipelined rule
-      labels[f"{name} N={n}"] = (f"{args.config}:{name},steps={args.steps}", overrides)
-  results = study.run_study(study.grid(labels, study.parse_seeds(args.seeds)), args.output,
-                            processes=args.processes, report=study.print_result)
-  per_step = {}
-  for result in results:
-    per_step.setdefault(result.spec.label, []).append(
-        result.summary["sim_time_s"] / result.summary["steps"])
-  config = study.load_config(args.config)
-  network = cluster.network_from_config(config.cluster)
-  overlap = cluster.overlap_from_config(config.cluster)
-  bytes_ = results[0].summary["sim_message_bytes"]
-  rows = []
-  for n in sizes:
-    row = [str(n)]
-    for name in args.strategies.split(","):
-      measured = study.mean_ci([per_step[f"{name} N=1"][i] / t
-                                for i, t in enumerate(per_step[f"{name} N={n}"])])
-      options = dict(train.strategy_spec(study.load_config(f"{args.config}:{name}")).options)
-      options.update({"warmup_steps": 0} if name == "odsgd" else {})
-      predicted = study.weak_scaling(network, config.cluster.step_time, bytes_, [n], overlap,
-                                     {name: (name, options, name == "ssgd")})[name][n]
-      row.append(f"{measured.format(3)} ({predicted:.3f})")
-    rows.append(row)
-  header = ["workers"] + [f"{name}: trained (timeline)" for name in args.strategies.split(",")]
-  return (f"Weak scaling measured by training {args.steps} steps of `{args.config}` with N "
-          f"logical workers ({args.batch_per_worker} examples each) on one device, "
-          f"{len(study.parse_seeds(args.seeds))} seeds, next to the timelines' prediction; "
-          f"{study.describe_cluster(config)}; {study.environment()}; produced by "
-          f"`{study.command_line('scripts/scaling.py')}`.\n\n{study.markdown(header, rows)}")
-
-
 def main() -> None:
   parser = study.script_parser(__doc__)
   parser.add_argument("--workload", default="resnet50_v100", choices=sorted(WORKLOADS))
-  parser.add_argument("--train", action="store_true", help="check against real runs")
-  parser.add_argument("--config", default="configs/default.py")
-  parser.add_argument("--strategies", default="ssgd,odsgd,local_sgd",
-                      help="--train: strategies to run")
-  parser.add_argument("--workers", default="1,2,4,8,16,32,64,128", help="--train: sizes")
-  parser.add_argument("--batch_per_worker", type=int, default=16)
-  parser.add_argument("--steps", type=int, default=20, help="--train: steps per run")
-  parser.add_argument("--seeds", default="0-4")
-  parser.add_argument("--processes", type=int, default=study.default_processes())
   parser.add_argument("--output", default="runs/scaling")
   parser.add_argument("--readme", action="store_true", help="write the sections of docs/cluster.md")
   args = parser.parse_args()
   os.makedirs(args.output, exist_ok=True)
-  if args.train:
-    text = training_study(args)
-    print(text)
-    if args.readme:
-      study.replace_section("scaling_training", text)
-    return
   text, plot_path = timeline_study(args.workload, args.output)
   print(study.presets_table(), text, sep="\n\n")
   if args.readme:
