@@ -40,31 +40,20 @@ def flags(overrides) -> str:
   return " ".join(f"--set {field}={value}" for field, value in overrides)
 
 
-def by_label(results) -> dict[str, list[study.RunResult]]:
-  groups: dict[str, list[study.RunResult]] = {}
-  for result in results:
-    groups.setdefault(result.spec.label, []).append(result)
-  return groups
-
-
-def targets(pilots) -> dict[str, float]:
+def targets(pilots: study.Group) -> dict[str, float]:
   """The target accuracies: fractions of the pilot ssgd seeds' mean final validation
   accuracy."""
-  final = np.mean([r.summary["validation_accuracy"] for r in pilots if r.summary is not None])
+  final = np.mean([r.summary["validation_accuracy"] for r in pilots.runs if r.summary is not None])
   return {name: level * float(final) for name, level in TARGET_LEVELS.items()}
 
 
-def accuracies(runs) -> dict[int, float]:
-  return {r.spec.seed: r.summary["test_accuracy"] for r in runs if r.summary is not None}
-
-
-def arrivals(runs, target: float) -> dict[int, verdicts.Arrival]:
+def arrivals(group: study.Group, target: float) -> dict[int, verdicts.Arrival]:
   """Each seed's time to `target` on validation. A seed that diverged never arrives: it
   is censored at the end of the strategy's finished runs (the same number of steps)."""
-  ends = [r.summary["sim_time_s"] for r in runs if r.summary is not None]
+  end = max(r.summary["sim_time_s"] for r in group.runs if r.summary is not None)
   return {run.spec.seed: (verdicts.arrival(run.evaluations, target, run.summary["sim_time_s"])
-                          if run.summary is not None else verdicts.Arrival(max(ends), False))
-          for run in runs}
+                          if run.summary is not None else verdicts.Arrival(end, False))
+          for run in group.runs}
 
 
 def speed_row(strategy, baseline, goals) -> dict[str, verdicts.SpeedTest]:
@@ -72,26 +61,15 @@ def speed_row(strategy, baseline, goals) -> dict[str, verdicts.SpeedTest]:
           for name, goal in goals.items()}
 
 
-def accuracy_cell(name, runs, base_name, base_runs, test: verdicts.AccuracyTest) -> str:
-  mine, base = (study.mean_ci(list(accuracies(r).values())) for r in (runs, base_runs))
-  diverged = sum(r.summary is None for r in runs)
-  note = f" ({diverged} of {len(runs)} diverged)" if diverged else ""
-  return (f"test accuracy {name} {mine.format(4)}{note} vs {base_name} {base.format(4)}: "
-          f"{test.difference.format(1, 100, sign=True)} points")
+def accuracy_cell(group: study.Group, base: study.Group, test: verdicts.AccuracyTest) -> str:
+  note = f" ({group.diverged} of {len(group.runs)} diverged)" if group.diverged else ""
+  return (f"test accuracy {group.label} {group.accuracy.format(4)}{note} vs {base.label} "
+          f"{base.accuracy.format(4)}: {test.difference.format(1, 100, sign=True)} points")
 
 
 def speed_cell(row: dict[str, verdicts.SpeedTest], goals: dict[str, float], versus: str) -> str:
   return f"speedup over {versus} " + "; ".join(
       f"to {name} ({goals[name]:.4f}): {row[name].format()}" for name in TARGET_LEVELS)
-
-
-def with_divergence(verdict: verdicts.Verdict, runs) -> verdicts.Verdict:
-  """A row whose strategy diverged on some seed cannot hold (its accuracy there is none)."""
-  diverged = sum(r.summary is None for r in runs)
-  if diverged and verdict.outcome == verdicts.HOLDS:
-    return verdicts.Verdict(verdicts.INCONCLUSIVE,
-                            f"{verdict.reason}, but {diverged} seed(s) diverged")
-  return verdict
 
 
 def main() -> None:
@@ -113,11 +91,12 @@ def main() -> None:
   home_config = f"configs/default.py{variant}"
   hetero_config = f"configs/oscars_heterogeneous.py{variant}"
 
-  def run(config, strategies, run_seeds, folder):
+  def run(config, strategies, run_seeds, folder) -> dict[str, study.Group]:
     specs = study.strategy_specs(config, strategies, run_seeds, common + cluster)
-    return by_label(study.run_study(specs, os.path.join(args.output, folder),
-                                    processes=args.processes, resume=args.resume,
-                                    report=study.print_result))
+    results = study.run_study(specs, os.path.join(args.output, folder),
+                              processes=args.processes, resume=args.resume,
+                              report=study.print_result)
+    return {group.label: group for group in study.summarize(results)[0]}
 
   home_goals = targets(run(home_config, ["ssgd"], PILOT_SEEDS, "pilot_homogeneous")["ssgd"])
   hetero_goals = targets(run(hetero_config, ["ssgd"], PILOT_SEEDS, "pilot_heterogeneous")["ssgd"])
@@ -127,10 +106,9 @@ def main() -> None:
   # The two families the rules correct for: accuracy rows, speed rows (Holm within each).
   accuracy_pairs = [("odsgd", home, "ssgd"), ("pseudo_sync", home, "ssgd"),
                     ("oscars", hetero, "ssgd"), ("oscars", hetero, "local_sgd")]
-  accuracy_tests = [verdicts.accuracy_test(accuracies(group[a]), accuracies(group[b]))
+  accuracy_tests = [verdicts.accuracy_test(group[a].per_seed, group[b].per_seed)
                     for a, group, b in accuracy_pairs]
-  accuracy_verdicts = [with_divergence(v, group[a]) for v, (a, group, _) in
-                       zip(verdicts.accuracy_verdicts(accuracy_tests), accuracy_pairs, strict=True)]
+  accuracy_verdicts = verdicts.accuracy_verdicts(accuracy_tests)
   speed_pairs = [("odsgd", home, "ssgd", home_goals), ("odsgd", home, "asgd", home_goals),
                  ("oscars", hetero, "ssgd", hetero_goals),
                  ("oscars", hetero, "local_sgd", hetero_goals)]
@@ -150,20 +128,16 @@ def main() -> None:
                                sorted(PAPER_SCALING), Overlap())
   ps_eff, ssgd_eff = scaling["odsgd, pseudo_sync"], scaling["ssgd"]
 
-  def hetero_idle(name):
-    return np.mean([np.mean(r.summary["sim_time_fractions"]["idle"]) for r in hetero[name]
-                    if r.summary is not None])
-
   rows = [
       ["OD-SGD", "accuracy similar to or slightly better than SSGD",
-       accuracy_cell("odsgd", home["odsgd"], "ssgd", home["ssgd"], accuracy_tests[0]),
+       accuracy_cell(home["odsgd"], home["ssgd"], accuracy_tests[0]),
        accuracy_verdicts[0].format(), compare_home],
       ["OD-SGD", "training faster than SSGD", speed_cell(speed_rows[0], home_goals, "ssgd"),
        speed_verdicts[0].format(), compare_home],
       ["OD-SGD", "training even faster than ASGD", speed_cell(speed_rows[1], home_goals, "asgd"),
        speed_verdicts[1].format(), compare_home],
       ["Pseudo-sync", "accuracy comparable to SSGD",
-       accuracy_cell("pseudo_sync", home["pseudo_sync"], "ssgd", home["ssgd"], accuracy_tests[1]),
+       accuracy_cell(home["pseudo_sync"], home["ssgd"], accuracy_tests[1]),
        accuracy_verdicts[1].format(), compare_home],
       ["Pseudo-sync", "93.4% / 90.5% weak-scaling efficiency at 64 / 128 nodes (Tianhe-2)",
        f"tianhe2 preset, {args.workload}: pseudo_sync {ps_eff[64]:.1%} / {ps_eff[128]:.1%} "
@@ -179,17 +153,16 @@ def main() -> None:
   ]
   for index, other in enumerate(("ssgd", "local_sgd"), start=2):  # compound: speed, accuracy
     speed = speed_cell(speed_rows[index], hetero_goals, other)
-    accuracy = accuracy_cell("oscars", hetero["oscars"], other, hetero[other],
-                             accuracy_tests[index])
+    accuracy = accuracy_cell(hetero["oscars"], hetero[other], accuracy_tests[index])
     rows.append([
         "Oscars", f"better use of a heterogeneous cluster than "
         f"{'synchronous SGD' if other == 'ssgd' else 'local SGD'}",
         f"speeds 1,1,1,1,0.5,0.5,0.25,0.25; {speed}; {accuracy}; idle share oscars "
-        f"{hetero_idle('oscars'):.3f} vs {other} {hetero_idle(other):.3f}",
+        f"{hetero['oscars'].idle.mean:.3f} vs {other} {hetero[other].idle.mean:.3f}",
         f"speed {speed_verdicts[index].format()}; accuracy {accuracy_verdicts[index].format()}",
         compare_hetero])
   header = ["paper", "claim", "measured here", "verdict", "command"]
-  ssgd_steps = home["ssgd"][0].summary["steps"]
+  ssgd_steps = home["ssgd"].runs[0].summary["steps"]
   text = (
       f"Produced by `{study.command_line('scripts/claims.py')}`: {len(seeds)} seeds "
       f"({', '.join(map(str, seeds))}); rules fixed beforehand in "

@@ -60,6 +60,16 @@ def test_the_lower_bound_is_the_one_sided_t_bound():
   assert test.difference.mean == pytest.approx(differences.mean())
 
 
+def test_a_strategy_that_diverged_on_a_seed_cannot_hold():
+  strategy, baseline = _accuracies(0.0, 0.002)
+  strategy[0] = None  # diverged: no final accuracy
+  test = accuracy_test(strategy, baseline)
+  assert test.diverged == 1 and test.difference.n == len(SEEDS) - 1
+  assert test.p_noninferior < 0.05  # the other seeds alone would make it hold
+  [verdict] = accuracy_verdicts([test])
+  assert verdict.outcome == INCONCLUSIVE and "1 seed(s) diverged" in verdict.reason
+
+
 def test_holm_can_turn_a_row_inconclusive():
   """A row just non-inferior on its own (p between 0.025 and 0.05) is not once a second
   row, with a larger p, joins the table: Holm doubles the smaller p."""

@@ -7,7 +7,7 @@ The rules (docs/results.md, "How a claim is decided", says them in words):
   at ALPHA (Student t). Across the rows of a table the p-values are Holm-adjusted. A row
   holds when its adjusted non-inferiority p is below ALPHA; it does not hold when the
   opposite test (the difference is below -MARGIN), adjusted the same way, is; otherwise it
-  is inconclusive: the seeds cannot tell.
+  is inconclusive: the seeds cannot tell. A strategy that diverged on a seed cannot hold.
 - "Faster" is time to a target accuracy on the validation split, at several targets (a
   primary one and others). Every seed counts: a seed that never reaches a target is
   censored at the end of its run, whose simulated time stands in for its time to the
@@ -86,6 +86,7 @@ class AccuracyTest:
     p_noninferior: one-sided p of "mean difference > -margin".
     p_inferior: one-sided p of "mean difference < -margin".
     margin: the margin, as a fraction.
+    diverged: seeds on which the strategy diverged (left out of the difference).
   """
 
   difference: Interval
@@ -93,12 +94,16 @@ class AccuracyTest:
   p_noninferior: float
   p_inferior: float
   margin: float
+  diverged: int = 0
 
 
-def accuracy_test(strategy: Mapping[int, float], baseline: Mapping[int, float],
+def accuracy_test(strategy: Mapping[int, float | None], baseline: Mapping[int, float | None],
                   margin: float = MARGIN) -> AccuracyTest:
-  """Non-inferiority of `strategy` to `baseline` ({seed: accuracy}) on their common seeds."""
-  seeds = sorted(set(strategy) & set(baseline))
+  """Non-inferiority of `strategy` to `baseline` ({seed: accuracy, None if it diverged})
+  on the seeds where both finished."""
+  diverged = sum(strategy[s] is None for s in set(strategy) & set(baseline))
+  seeds = sorted(s for s in set(strategy) & set(baseline)
+                 if strategy[s] is not None and baseline[s] is not None)
   differences = np.asarray([strategy[s] - baseline[s] for s in seeds], np.float64)
   interval = mean_ci(differences)
   if len(differences) >= 2:
@@ -107,7 +112,7 @@ def accuracy_test(strategy: Mapping[int, float], baseline: Mapping[int, float],
   else:
     lower = math.nan
   p_noninferior, p_inferior = _one_sided_t(differences, -margin)
-  return AccuracyTest(interval, lower, p_noninferior, p_inferior, margin)
+  return AccuracyTest(interval, lower, p_noninferior, p_inferior, margin, diverged)
 
 
 def accuracy_verdicts(tests: Sequence[AccuracyTest], alpha: float = ALPHA) -> list[Verdict]:
@@ -118,7 +123,10 @@ def accuracy_verdicts(tests: Sequence[AccuracyTest], alpha: float = ALPHA) -> li
   for test, p_ok, p_bad in zip(tests, noninferior, inferior, strict=True):
     points = (f"{test.difference.format(1, 100, sign=True)} points (one-sided 95% lower bound "
               f"{100 * test.lower_bound:+.1f}), margin -{100 * test.margin:g}")
-    if p_ok < alpha:
+    if p_ok < alpha and test.diverged:  # no accuracy there: it cannot be called similar
+      verdicts.append(Verdict(INCONCLUSIVE, f"non-inferior, {points}, Holm {_p(p_ok)}, but "
+                                            f"{test.diverged} seed(s) diverged"))
+    elif p_ok < alpha:
       verdicts.append(Verdict(HOLDS, f"non-inferior, {points}, Holm {_p(p_ok)}"))
     elif p_bad < alpha:
       verdicts.append(Verdict(DOES_NOT_HOLD, f"lower by more than the margin, {points}, "
