@@ -23,6 +23,10 @@ def test_mean_and_interval_by_hand():
   assert interval.format(4) == "0.9400 ± 0.0196"
   single = study.mean_ci([0.5])
   assert single.n == 1 and math.isnan(single.half_width) and single.format(2) == "0.50"
+  # a figure that varies only by float rounding (a noiseless clock's time) prints plainly
+  rounding = study.mean_ci([30.0, 30.0 + 1e-6, 30.0 - 1e-6])
+  assert 0 < rounding.half_width and rounding.format(1) == "30.0"
+  assert study.mean_ci([30.0, 30.2, 29.9]).format(1) == "30.0 ± 0.4"
 
 
 def test_paired_test_by_hand():

@@ -19,8 +19,9 @@ SIGNIFICANCE = 0.05
 @dataclasses.dataclass(frozen=True)
 class Interval:
   """A mean over n values and the half-width of its 95% Student-t interval (nan for n < 2).
-  Values that do not vary (a deterministic figure, such as a noiseless cluster's simulated
-  time) are formatted without an interval."""
+  Values that do not vary at the printed precision (a deterministic figure, such as a
+  noiseless cluster's simulated time, up to float rounding) are formatted without an
+  interval: "± 0.0" would say nothing."""
 
   mean: float
   half_width: float
@@ -30,7 +31,8 @@ class Interval:
     if self.n == 0:
       return "-"
     mean = f"{self.mean * scale:{'+' if sign else ''}.{digits}f}"
-    if self.n < 2 or math.isnan(self.half_width) or self.half_width == 0:
+    if (self.n < 2 or math.isnan(self.half_width)
+        or round(self.half_width * scale, digits) == 0):
       return mean
     return f"{mean} ± {self.half_width * scale:.{digits}f}"
 
