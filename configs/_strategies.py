@@ -23,7 +23,7 @@ STRATEGY_OPTIONS = {
     # The reconstruction's adaptive smoothing, with the delay corrections that make
     # ssgd's own optimizer stable for it (docs/delays.md):
     #   python scripts/sweep.py --config configs/mnist1d.py:pseudo_sync \
-    #       --grid strategy.correction=none,replay,replay+spike --seeds 0-4
+    #       --grid strategy.correction=none,replay,replay+spike
     "pseudo_sync": {"confidence": "adaptive", "phi": 0.9, "alpha_min": 0.5,
                     "correction": "replay+spike"},
     "local_sgd": {"period": 4},

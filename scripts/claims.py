@@ -8,26 +8,20 @@ measured and a verdict (holds / does not hold / inconclusive) decided by the rul
 odsgd_jax/study/verdicts.py, written down in docs/results.md ("How a claim is decided")
 before any number: non-inferiority at a 1-point margin for "similar accuracy", time to
 targets with censored seeds for "faster", Holm across the rows, a paper's figure within
-2 points. Runs train on mnist1d_heldout (the standard training set; 2,000 validation
-and 10,000 test signals): final accuracy on test, targets and times on validation. The
-targets are fractions of ssgd's final validation accuracy on pilot seeds that are not
-among the compared ones. Times come from the simulated clock timing a real model's step
+2 points. Runs train on the default data, mnist1d_heldout (the standard training set;
+2,000 validation and 10,000 test signals): final accuracy on test, targets and times on
+validation. The targets are fractions of ssgd's final validation accuracy on pilot seeds
+that are not among the compared ones. Times come from the simulated clock timing a real model's step
 and message (--workload) on a named network (--preset), the same for every strategy.
 """
 
 import os
-
-import numpy as np
 
 from odsgd_jax import study
 from odsgd_jax.cluster import PRESETS, WORKLOADS, Overlap
 from odsgd_jax.study import verdicts
 
 PAPER_SCALING = {64: 0.934, 128: 0.905}  # pseudo-sync paper: weak-scaling efficiency on Tianhe-2
-PILOT_SEEDS = (100, 101, 102)
-TARGET_LEVELS = {"90%": 0.90, "95%": 0.95, "99%": 0.99}  # of ssgd's final validation accuracy
-PRIMARY = "95%"
-DATA = ("data.name", "mnist1d_heldout")
 
 
 def cluster_overrides(preset: str, workload: str) -> list[tuple[str, object]]:
@@ -40,27 +34,6 @@ def flags(overrides) -> str:
   return " ".join(f"--set {field}={value}" for field, value in overrides)
 
 
-def targets(pilots: study.Group) -> dict[str, float]:
-  """The target accuracies: fractions of the pilot ssgd seeds' mean final validation
-  accuracy."""
-  final = np.mean([r.summary["validation_accuracy"] for r in pilots.runs if r.summary is not None])
-  return {name: level * float(final) for name, level in TARGET_LEVELS.items()}
-
-
-def arrivals(group: study.Group, target: float) -> dict[int, verdicts.Arrival]:
-  """Each seed's time to `target` on validation. A seed that diverged never arrives: it
-  is censored at the end of the strategy's finished runs (the same number of steps)."""
-  end = max(r.summary["sim_time_s"] for r in group.runs if r.summary is not None)
-  return {run.spec.seed: (verdicts.arrival(run.evaluations, target, run.summary["sim_time_s"])
-                          if run.summary is not None else verdicts.Arrival(end, False))
-          for run in group.runs}
-
-
-def speed_row(strategy, baseline, goals) -> dict[str, verdicts.SpeedTest]:
-  return {name: verdicts.speed_test(arrivals(strategy, goal), arrivals(baseline, goal))
-          for name, goal in goals.items()}
-
-
 def accuracy_cell(group: study.Group, base: study.Group, test: verdicts.AccuracyTest) -> str:
   note = f" ({group.diverged} of {len(group.runs)} diverged)" if group.diverged else ""
   return (f"test accuracy {group.label} {group.accuracy.format(4)}{note} vs {base.label} "
@@ -69,23 +42,22 @@ def accuracy_cell(group: study.Group, base: study.Group, test: verdicts.Accuracy
 
 def speed_cell(row: dict[str, verdicts.SpeedTest], goals: dict[str, float], versus: str) -> str:
   return f"speedup over {versus} " + "; ".join(
-      f"to {name} ({goals[name]:.4f}): {row[name].format()}" for name in TARGET_LEVELS)
+      f"to {name} ({goals[name]:.4f}): {row[name].format()}" for name in study.TARGET_LEVELS)
 
 
 def main() -> None:
   parser = study.script_parser(__doc__)
   study.add_study_flags(parser, output="runs/claims", section="claims")
-  parser.set_defaults(seeds="0-11")
   parser.add_argument("--preset", default="10gbe", choices=sorted(PRESETS))
   parser.add_argument("--workload", default="resnet50_v100", choices=sorted(WORKLOADS))
   parser.add_argument("--variant", default="",
                       help="config variant after each strategy, e.g. runlocal or steps=100")
   args = parser.parse_args()
   seeds = study.parse_seeds(args.seeds)
-  if set(seeds) & set(PILOT_SEEDS):
-    raise SystemExit(f"error: --seeds {args.seeds} overlaps the pilot seeds {PILOT_SEEDS}, on "
-                     f"which the targets are fixed; choose other seeds")
-  common = study.common_overrides(args) + [DATA]
+  if set(seeds) & set(study.PILOT_SEEDS):
+    raise SystemExit(f"error: --seeds {args.seeds} overlaps the pilot seeds "
+                     f"{study.PILOT_SEEDS}, on which the targets are fixed; choose other seeds")
+  common = study.common_overrides(args)
   cluster = cluster_overrides(args.preset, args.workload)
   variant = f":{args.variant}" if args.variant else ""
   home_config = f"configs/default.py{variant}"
@@ -96,10 +68,12 @@ def main() -> None:
     results = study.run_study(specs, os.path.join(args.output, folder),
                               processes=args.processes, resume=args.resume,
                               report=study.print_result)
-    return {group.label: group for group in study.summarize(results)[0]}
+    return {group.label: group for group in study.summarize(results)}
 
-  home_goals = targets(run(home_config, ["ssgd"], PILOT_SEEDS, "pilot_homogeneous")["ssgd"])
-  hetero_goals = targets(run(hetero_config, ["ssgd"], PILOT_SEEDS, "pilot_heterogeneous")["ssgd"])
+  home_goals, hetero_goals = (
+      study.targets(study.TARGET_LEVELS,
+                    run(config, ["ssgd"], study.PILOT_SEEDS, f"pilot_{folder}")["ssgd"])
+      for config, folder in ((home_config, "homogeneous"), (hetero_config, "heterogeneous")))
   home = run(home_config, ["ssgd", "odsgd", "asgd", "pseudo_sync"], seeds, "homogeneous")
   hetero = run(hetero_config, ["ssgd", "local_sgd", "oscars"], seeds, "heterogeneous")
 
@@ -112,17 +86,16 @@ def main() -> None:
   speed_pairs = [("odsgd", home, "ssgd", home_goals), ("odsgd", home, "asgd", home_goals),
                  ("oscars", hetero, "ssgd", hetero_goals),
                  ("oscars", hetero, "local_sgd", hetero_goals)]
-  speed_rows = [speed_row(group[a], group[b], goals) for a, group, b, goals in speed_pairs]
-  speed_verdicts = verdicts.speed_verdicts(speed_rows, PRIMARY)
+  speed_rows = [study.speed_row(group[a], group[b], goals)
+                for a, group, b, goals in speed_pairs]
+  speed_verdicts = verdicts.speed_verdicts(speed_rows, study.PRIMARY)
 
   seeds_flag = f"--seeds {args.seeds} --eval_every {args.eval_every}"
   extra = "".join(f" --set {e}" for e in args.set)
   compare_home = (f"`python scripts/compare.py --config {home_config} --strategies "
-                  f"ssgd,odsgd,asgd,pseudo_sync {seeds_flag}{extra} --set data.name="
-                  f"mnist1d_heldout {flags(cluster)}`")
+                  f"ssgd,odsgd,asgd,pseudo_sync {seeds_flag}{extra} {flags(cluster)}`")
   compare_hetero = (f"`python scripts/compare.py --config {hetero_config} --strategies "
-                    f"ssgd,local_sgd,oscars {seeds_flag}{extra} --set data.name=mnist1d_heldout "
-                    f"{flags(cluster)}`")
+                    f"ssgd,local_sgd,oscars {seeds_flag}{extra} {flags(cluster)}`")
   load = WORKLOADS[args.workload]
   scaling = study.weak_scaling(PRESETS["tianhe2"].network, load.step_time, load.message_bytes,
                                sorted(PAPER_SCALING), Overlap())
@@ -172,10 +145,11 @@ def main() -> None:
       f"\"similar\" = non-inferior at a {100 * verdicts.MARGIN:g}-point margin (paired by "
       f"seed, one-sided {100 * (1 - verdicts.ALPHA):g}% t), Holm-adjusted across the "
       f"{len(accuracy_pairs)} accuracy rows. Speed: simulated time to "
-      f"{', '.join(TARGET_LEVELS)} of ssgd's final validation accuracy on pilot seeds "
-      f"{', '.join(map(str, PILOT_SEEDS))} (homogeneous: "
+      f"{', '.join(study.TARGET_LEVELS)} of ssgd's final validation accuracy on pilot seeds "
+      f"{', '.join(map(str, study.PILOT_SEEDS))} (homogeneous: "
       f"{', '.join(f'{v:.4f}' for v in home_goals.values())}; heterogeneous: "
-      f"{', '.join(f'{v:.4f}' for v in hetero_goals.values())}), {PRIMARY} primary, read on "
+      f"{', '.join(f'{v:.4f}' for v in hetero_goals.values())}), {study.PRIMARY} primary, "
+      f"read on "
       f"the 2,000 validation signals every {args.eval_every} steps; speedup = geometric mean "
       f"over all seeds of ssgd's time over the strategy's with its 95% interval, a seed that "
       f"never reaches censored at the end of its run; Holm across the {len(speed_pairs)} speed "

@@ -1,25 +1,31 @@
 """Compares strategies (or compressors) on one config and simulated cluster, over seeds.
 
   python scripts/compare.py --config configs/default.py \\
-      --strategies ssgd,asgd,ssp,odsgd,pseudo_sync,local_sgd,oscars --seeds 0-4 --target ssgd
+      --strategies ssgd,asgd,ssp,odsgd,pseudo_sync,local_sgd,oscars --seeds 0-11
 
 Every strategy runs `<config>:<strategy>` with each seed (same seed: same initial
 parameters and data order), evaluated every --eval_every steps. Writes
-<output>/compare.md: final test accuracy (mean and 95% Student-t interval over the
-seeds, difference from ssgd paired by seed, paired t-test), and time to the target
-accuracy on the simulated cluster (`--target ssgd`: ssgd's mean final accuracy; how
-many seeds reach it, when, and the speedup over ssgd); <output>/compare.png (test
-accuracy against steps and simulated time); <output>/study.json (every run).
+<output>/compare.md with two tables, decided by the rules of odsgd_jax/study/verdicts.py
+(docs/results.md, "How a claim is decided"): final test accuracy (mean and 95%
+Student-t interval over the seeds; the difference from the baseline, ssgd, paired by
+seed, and whether it is non-inferior at a 1-point margin, Holm across the rows), and
+simulated time to target accuracies on the validation split (--targets: "95%" is 95% of
+the baseline's mean final validation accuracy on --pilot_seeds, run under <output>/pilot
+after the compared runs; "0.9" is 0.9): the seeds reaching each, the speedup over the
+baseline (geometric mean over all seeds, a seed that never reaches censored at the end of
+its run) and whether it is faster at the --primary target. Also <output>/compare.png (accuracy
+against steps and simulated time) and <output>/study.json (every run).
 
-  python scripts/compare.py --config configs/default.py --strategies odsgd --seeds 0-4 \\
+  python scripts/compare.py --config configs/default.py --strategies odsgd --seeds 0-11 \\
       --compressions "none;topk:0.01;qsgd:8;sign;powersgd:2;cast:bfloat16"
 
 compares compressors on one strategy instead (specs separated by ";"): bits per step,
-the reduction against no compression, accuracy (paired against "none") and simulated
+the reduction against no compression, accuracy (non-inferiority to "none") and simulated
 time. A spec with momentum correction ("topk:0.01,momentum=0.9") runs with plain SGD
 inside (optimizer.momentum=0): the momentum is the compressor's.
 """
 
+import os
 import sys
 
 from odsgd_jax import study
@@ -31,9 +37,13 @@ def main() -> None:
   parser.add_argument("--config", default="configs/default.py",
                       help="config file; each run uses <config>:<strategy>")
   parser.add_argument("--strategies", default=",".join(STRATEGIES))
-  parser.add_argument("--target", default="ssgd",
-                      help="test accuracies to time, comma-separated; 'ssgd' for ssgd's mean "
-                      "final accuracy (e.g. ssgd,0.9)")
+  parser.add_argument("--targets", default=",".join(study.TARGET_LEVELS),
+                      help="accuracies to time, comma-separated: a share of the baseline's "
+                      "pilot accuracy (95%%) or an accuracy (0.9); '' for none")
+  parser.add_argument("--primary", default=study.PRIMARY,
+                      help="the target that decides \"faster\" (one of --targets)")
+  parser.add_argument("--pilot_seeds", default=",".join(map(str, study.PILOT_SEEDS)),
+                      help="seeds of the baseline's pilot runs, on which shares are fixed")
   parser.add_argument("--compressions", default="",
                       help="compare these compression specs (';'-separated) on one strategy")
   study.add_study_flags(parser, "runs/compare")
@@ -44,26 +54,42 @@ def main() -> None:
     sys.exit(f"error: unknown strategies {unknown}; choose from {list(STRATEGIES)}")
   if args.compressions and len(names) != 1:
     sys.exit("error: --compressions compares one strategy; pass exactly one in --strategies")
-  targets = [float("nan") if t == "ssgd" else float(t) for t in args.target.split(",") if t]
-  if not args.compressions and "ssgd" in args.target.split(",") and "ssgd" not in names:
-    sys.exit("error: --target ssgd needs ssgd among --strategies")
   command = study.command_line("scripts/compare.py")
   seeds, common = study.parse_seeds(args.seeds), study.common_overrides(args)
   if args.compressions:
     compressions = [spec for spec in args.compressions.split(";") if spec]
     specs = study.compression_specs(args.config, names[0], compressions, seeds, common)
-  else:
-    specs = study.strategy_specs(args.config, names, seeds, common)
+    results = study.run_study(specs, args.output, processes=args.processes,
+                              resume=args.resume, report=study.print_result)
+    groups, text = study.compression_report(results, specs[0].build(), command)
+    study.write_outputs(text, groups, args.output, args.readme)
+    return
+
+  baseline = "ssgd" if "ssgd" in names else names[0]
+  target_names = [t for t in args.targets.split(",") if t]
+  pilot_seeds = study.parse_seeds(args.pilot_seeds) if study.needs_pilots(target_names) else []
+  if target_names:
+    try:
+      study.parse_targets(target_names, args.primary)
+    except ValueError as error:
+      sys.exit(f"error: --targets {args.targets!r} / --primary {args.primary!r}: {error}")
+  if set(pilot_seeds) & set(seeds):
+    sys.exit(f"error: --pilot_seeds {args.pilot_seeds} overlaps --seeds {args.seeds}: targets "
+             f"are fixed on seeds that are not compared; choose other seeds")
+  specs = study.strategy_specs(args.config, names, seeds, common)
   results = study.run_study(specs, args.output, processes=args.processes, resume=args.resume,
                             report=study.print_result)
-  config = specs[0].build()
-  if args.compressions:
-    groups, text = study.compression_report(results, config, command)
-    target = None
-  else:
-    baseline = "ssgd" if "ssgd" in names else names[0]
-    groups, target, text = study.strategy_report(results, config, command, baseline, targets)
-  study.write_outputs(text, groups, args.output, args.readme, target)
+  pilots = None
+  if pilot_seeds:  # the baseline again, on seeds of its own: the targets' level
+    pilot_specs = study.strategy_specs(args.config, [baseline], pilot_seeds, common)
+    pilots = study.summarize(study.run_study(
+        pilot_specs, os.path.join(args.output, "pilot"), processes=args.processes,
+        resume=args.resume, report=study.print_result))[0]
+  goals = study.targets(target_names, pilots) if target_names else None
+  groups, text = study.strategy_report(results, specs[0].build(), command, baseline, goals,
+                                       args.primary, pilots)
+  study.write_outputs(text, groups, args.output, args.readme,
+                      goals[args.primary] if goals else None)
 
 
 if __name__ == "__main__":

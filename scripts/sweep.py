@@ -1,11 +1,12 @@
 """Grid search over config fields, over seeds: accuracy per combination with intervals.
 
   python scripts/sweep.py --config configs/mnist1d.py:odsgd \\
-      --grid strategy.local_lr=0,0.0625,0.1 --grid optimizer.momentum=0.5,0.9 --seeds 0-4
+      --grid strategy.local_lr=0,0.0625,0.1 --grid optimizer.momentum=0.5,0.9
 
-Every combination runs with every seed, afresh under --output; values are read as
-Python literals. The table gives each combination's final test accuracy (mean and
-95% Student-t interval over the seeds) and its difference from the first
+Every combination runs with every seed (default 0-11), afresh under --output; values are
+read as Python literals. The table gives each combination's final validation accuracy,
+on which one is chosen (the highest mean), and its final test accuracy (means and 95%
+Student-t intervals over the seeds), each with its difference from the first
 combination, paired by seed.
 """
 

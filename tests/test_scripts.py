@@ -22,17 +22,30 @@ def _script(*args, timeout=600):
 
 def test_compare_writes_tables_with_intervals_and_a_plot(data_dir, tmp_path):
   _script("scripts/compare.py", "--config", "configs/oscars_heterogeneous.py:steps=24",
-          "--strategies", "ssgd,oscars", "--eval_every", "8", "--target", "ssgd,0.5", "--seeds",
-          "0,1", "--processes", "2", "--set", f"data.data_dir={data_dir}", "--output",
-          str(tmp_path))
+          "--strategies", "ssgd,oscars", "--eval_every", "8", "--targets", "50%,0.5",
+          "--primary", "50%", "--pilot_seeds", "7", "--seeds", "0,1", "--processes", "2",
+          "--set", f"data.data_dir={data_dir}", "--output", str(tmp_path))
   table = (tmp_path / "compare.md").read_text()
-  assert "| ssgd |" in table and "| oscars |" in table and "1.00x" in table
-  assert "Time to test accuracy 0.5 on" in table  # a second target
-  assert "2 seeds (0, 1)" in table and "jax " in table and " ± " in table
+  assert "| ssgd |" in table and "| oscars |" in table and " ± " in table
+  assert "non-inferior to ssgd at -1 point" in table
+  assert "speedup to 50% (primary)" in table and "speedup to 0.5" in table  # both targets
+  assert "on pilot seeds 7, not among the compared ones" in table
+  assert "2 seeds (0, 1)" in table and "jax " in table
   assert (tmp_path / "compare.png").stat().st_size > 10_000
   runs = json.loads((tmp_path / "study.json").read_text())["runs"]
   assert sorted((r["label"], r["seed"]) for r in runs) == [
       ("oscars", 0), ("oscars", 1), ("ssgd", 0), ("ssgd", 1)]
+  pilots = json.loads((tmp_path / "pilot" / "study.json").read_text())["runs"]
+  assert [(r["label"], r["seed"]) for r in pilots] == [("ssgd", 7)]
+
+
+def test_compare_refuses_pilot_seeds_among_the_compared_ones(tmp_path):
+  result = subprocess.run(
+      [sys.executable, "scripts/compare.py", "--strategies", "ssgd", "--seeds", "0-2",
+       "--pilot_seeds", "2", "--output", str(tmp_path)],
+      cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 1 and "overlaps --seeds" in result.stderr
+  assert not (tmp_path / "runs").exists()
 
 
 def test_results_and_sweep_take_seeds(tmp_path):
@@ -45,6 +58,7 @@ def test_results_and_sweep_take_seeds(tmp_path):
           "--processes", "1", "--output", str(tmp_path / "sweep"))
   table = (tmp_path / "sweep" / "compare.md").read_text()
   assert "| optimizer.learning_rate=0.05 |" in table and "| optimizer.learning_rate=0.1 |" in table
+  assert "final validation accuracy" in table and "chosen on validation" in table
 
 
 def test_a_bad_config_in_a_study_is_one_line_before_any_run(tmp_path):

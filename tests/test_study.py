@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from odsgd_jax import study
-from odsgd_jax.study import RunResult, RunSpec
+from odsgd_jax.study import RunResult, RunSpec, verdicts
 
 T_975_DF4 = 2.7764451051977987  # Student t quantile, 5 seeds
 
@@ -47,18 +47,22 @@ def test_paired_test_by_hand():
   assert study.paired({0: 0.9, 3: 0.8}, {0: 0.8, 1: 0.7}).difference.n == 1  # seeds in common
 
 
-def _run(label, seed, accuracy, curve, sim_time=10.0, idle=0.0):
-  """A finished run with evaluation rows (sim_time, accuracy) and a summary."""
-  evaluations = [{"step": 10 * (i + 1), "sim_time": t, "test_loss": 1.0, "test_accuracy": acc}
+def _run(label, seed, accuracy, curve, sim_time=10.0, idle=0.0, validation=None):
+  """A finished run with evaluation rows (sim_time, accuracy) and a summary; with
+  `validation`, the rows and the summary are those of a data set with that split."""
+  metric = "test_accuracy" if validation is None else "validation_accuracy"
+  evaluations = [{"step": 10 * (i + 1), "sim_time": t, metric: acc}
                  for i, (t, acc) in enumerate(curve)]
   summary = None if accuracy is None else {
       "test_accuracy": accuracy, "sim_time_s": sim_time, "steps": 100,
       "sim_time_fractions": {"communication": [0.5, 0.5], "idle": [idle, idle]}}
+  if summary is not None and validation is not None:
+    summary["validation_accuracy"] = validation
   return RunResult(RunSpec(label, "configs/default.py", seed), summary, evaluations,
                    None if accuracy else "diverged", "/nowhere")
 
 
-def test_summarize_groups_pairs_and_times_by_hand():
+def test_summarize_groups_and_pairs_by_hand():
   results = [
       _run("ssgd", 0, 0.90, [(1.0, 0.5), (2.0, 0.90)]),
       _run("ssgd", 1, 0.92, [(1.0, 0.6), (2.0, 0.92)]),
@@ -67,20 +71,58 @@ def test_summarize_groups_pairs_and_times_by_hand():
       _run("lost", 0, None, [(1.0, 0.3)]),
       _run("lost", 1, 0.20, [(1.0, 0.2)]),
   ]
-  groups, target = study.summarize(results, "ssgd", math.nan)
-  assert target == pytest.approx(0.91)  # ssgd's mean final accuracy
+  groups = study.summarize(results, "ssgd")
   ssgd, fast, lost = groups
   assert [g.label for g in groups] == ["ssgd", "fast", "lost"]
-  assert ssgd.times == {0: None, 1: 2.0} and ssgd.reached.fraction == (1, 2)
-  assert fast.times == {0: 0.5, 1: 1.0} and fast.reached.time.mean == pytest.approx(0.75)
-  assert fast.speedup == pytest.approx(2.0)  # seed 1 is the only one both reach: 2.0 / 1.0
   assert fast.versus.difference.mean == pytest.approx(0.01)
-  assert fast.idle.mean == pytest.approx(0.2)
-  assert lost.diverged == 1 and lost.accuracy.n == 1 and lost.reached.fraction == (0, 2)
+  assert fast.idle.mean == pytest.approx(0.2) and ssgd.validation == {}
+  assert lost.diverged == 1 and lost.accuracy.n == 1
   table = study.accuracy_table(groups, "ssgd")
-  # every seed's difference is +1.0 point: no interval on a figure that does not vary
-  assert "| fast | 0.9200 ± 0.1271 | +1.0 | <0.001 | yes | 0.910, 0.930 |" in table
-  assert "(1 of 2 diverged)" in table and "diverged, 0.200" in table
+  # every seed's difference is +1.0 point: no interval on a figure that does not vary;
+  # no spread and above the margin: non-inferior (p 0, exactly)
+  assert "| fast | 0.9200 ± 0.1271 | +1.0 | +1.0 | holds (Holm p < 0.001) | 0.910, 0.930 |" in table
+  # lost is 72 points down on its one finished seed: no t-test, no verdict either way
+  assert "| lost | 0.2000 (1 of 2 diverged) | -72.0 | - | inconclusive" in table
+  assert "diverged, 0.200" in table
+
+
+def test_targets_are_shares_of_the_pilots_and_times_are_censored_by_hand():
+  pilots = study.summarize([_run("ssgd", 100, 0.9, [(1.0, 0.7)], validation=0.80),
+                            _run("ssgd", 101, 0.9, [(1.0, 0.7)], validation=0.90)])[0]
+  goals = study.targets(["50%", "0.7"], pilots)
+  assert goals == {"50%": pytest.approx(0.425), "0.7": 0.7}
+  with pytest.raises(ValueError, match="primary target '95%' is not among"):
+    study.parse_targets(["90%"], "95%")
+  with pytest.raises(ValueError, match="'150%' must be a share"):
+    study.parse_targets(["150%"], "150%")
+  results = [  # validation rows: the timed split
+      _run("ssgd", 0, 0.9, [(1.0, 0.5), (2.0, 0.75)], sim_time=2.0, validation=0.75),
+      _run("ssgd", 1, 0.9, [(1.0, 0.5), (2.0, 0.6)], sim_time=2.0, validation=0.6),
+      _run("fast", 0, 0.9, [(0.5, 0.72), (1.0, 0.75)], sim_time=1.0, validation=0.75),
+      _run("fast", 1, 0.9, [(0.5, 0.71), (1.0, 0.75)], sim_time=1.0, validation=0.75),
+  ]
+  ssgd, fast = study.summarize(results, "ssgd")
+  assert study.arrivals(ssgd, 0.7) == {0: verdicts.Arrival(2.0, True),
+                                       1: verdicts.Arrival(2.0, False)}  # censored at the end
+  assert study.reached(ssgd, 0.7) == (1, 2) and study.reached(fast, 0.7) == (2, 2)
+  row = study.speed_row(fast, ssgd, {"0.7": 0.7})
+  assert row["0.7"].speedup == pytest.approx(4.0)  # 2.0 / 0.5 on both seeds
+  assert row["0.7"].baseline_censored == 1
+  table = study.time_table([ssgd, fast], "ssgd", {"0.7": 0.7}, "0.7")
+  assert "| ssgd | 2.0 | 1 of 2 | - | - | 0.500 | 0.000 |" in table
+  assert "| fast | 1.0 | 2 of 2 | 4.00x (1 never reached by the baseline of 2) | holds" in table
+
+
+def test_a_sweep_chooses_on_validation_and_reports_test():
+  results = [
+      _run("lr=0.1", 0, 0.90, [(1.0, 0.9)], validation=0.80),
+      _run("lr=0.1", 1, 0.92, [(1.0, 0.9)], validation=0.82),
+      _run("lr=0.2", 0, 0.95, [(1.0, 0.9)], validation=0.79),  # better on test only
+      _run("lr=0.2", 1, 0.97, [(1.0, 0.9)], validation=0.81),
+  ]
+  table = study.sweep_table(study.summarize(results, "lr=0.1"))
+  assert "| lr=0.1 | 0.8100 ± 0.1271 | - | yes | 0.9100 ± 0.1271 | - | 0.900, 0.920 |" in table
+  assert "| lr=0.2 | 0.8000 ± 0.1271 | -1.0 |  | 0.9600 ± 0.1271 | +5.0 | 0.950, 0.970 |" in table
 
 
 def test_grid_names_seeds_and_overrides():

@@ -1,14 +1,12 @@
 """A study's runs, grouped by label and reduced to means, intervals and paired tests."""
 
 import dataclasses
-import math
 from typing import Sequence
 
 import numpy as np
 
-from odsgd_jax.study._runner import RunResult, timed_accuracy
-from odsgd_jax.study._stats import (Interval, Paired, Reached, mean_ci, paired, reached,
-                                    time_to_target)
+from odsgd_jax.study._runner import RunResult
+from odsgd_jax.study._stats import Interval, Paired, mean_ci, paired
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,13 +18,10 @@ class Group:
     runs: its runs, by seed.
     accuracy: final test accuracy over the seeds that did not diverge.
     per_seed: {seed: final test accuracy, None if diverged}.
+    validation: {seed: final validation accuracy, None if diverged}; empty on a data set
+      without a validation split.
     versus: accuracy minus the baseline's, paired by seed (None for the baseline
       itself or without one).
-    times: {seed: simulated time to the target, None if not reached}.
-    reached: how many seeds reach the target, and when.
-    speedup: the baseline's mean time to the target over this group's, on the seeds
-      where both reach it (None if there are none).
-    time_versus: time to target minus the baseline's, paired by seed.
     sim_time: simulated time of the whole run.
     communication, idle: shares of the simulated time (mean over workers).
   """
@@ -35,11 +30,8 @@ class Group:
   runs: tuple[RunResult, ...]
   accuracy: Interval
   per_seed: dict[int, float | None]
+  validation: dict[int, float | None]
   versus: Paired | None
-  times: dict[int, float | None]
-  reached: Reached | None
-  speedup: float | None
-  time_versus: Paired | None
   sim_time: Interval
   communication: Interval
   idle: Interval
@@ -58,52 +50,33 @@ def _accuracies(results: Sequence[RunResult]) -> dict[int, float | None]:
   return {r.spec.seed: r.accuracy for r in results}
 
 
-def _converged(values: dict[int, float | None]) -> dict[int, float]:
+def _validation(results: Sequence[RunResult]) -> dict[int, float | None]:
+  if not any(r.summary and "validation_accuracy" in r.summary for r in results):
+    return {}
+  return {r.spec.seed: r.summary["validation_accuracy"] if r.summary else None for r in results}
+
+
+def converged(values: dict[int, float | None]) -> dict[int, float]:
   return {seed: value for seed, value in values.items() if value is not None}
 
 
-def summarize(results: Sequence[RunResult], baseline: str | None = None,
-              target: float | None = None) -> tuple[list[Group], float | None]:
-  """Groups `results` by label (in order of appearance) and reduces each.
-
-  Args:
-    results: a study's runs.
-    baseline: the label every group is compared with, seed by seed.
-    target: the accuracy to time (validation where the data set has that split, else
-      test); None to skip. With a baseline, nan means the baseline's mean final value
-      of that accuracy.
-
-  Returns:
-    The groups, and the target used.
-  """
+def summarize(results: Sequence[RunResult], baseline: str | None = None) -> list[Group]:
+  """Groups `results` by label (in order of appearance) and reduces each; with a
+  `baseline` label, every other group's accuracy is paired with it by seed."""
   labels = list(dict.fromkeys(r.spec.label for r in results))
   by_label = {label: [r for r in results if r.spec.label == label] for label in labels}
   if baseline is not None and baseline not in by_label:
     raise ValueError(f"baseline {baseline!r} is not among the study's labels {labels}")
-  base_accuracy = _converged(_accuracies(by_label[baseline])) if baseline else {}
-  if target is not None and math.isnan(target):
-    target = float(np.mean([r.summary[timed_accuracy(r.evaluations)]
-                            for r in by_label[baseline] if r.summary is not None]))
-  base_times = ({r.spec.seed: time_to_target(r.evaluations, target, timed_accuracy(r.evaluations))
-                 for r in by_label[baseline]} if baseline and target is not None else {})
+  base_accuracy = converged(_accuracies(by_label[baseline])) if baseline else {}
   groups = []
   for label, runs in by_label.items():
     per_seed = _accuracies(runs)
-    times = ({r.spec.seed: (time_to_target(r.evaluations, target, timed_accuracy(r.evaluations))
-                            if r.summary else None)
-              for r in runs} if target is not None else {})
-    both = [s for s, t in times.items() if t is not None and base_times.get(s) is not None]
     compared = baseline is not None and label != baseline
     groups.append(Group(
-        label=label, runs=tuple(runs), accuracy=mean_ci(list(_converged(per_seed).values())),
-        per_seed=per_seed,
-        versus=paired(_converged(per_seed), base_accuracy) if compared else None,
-        times=times, reached=reached(times) if target is not None else None,
-        speedup=(float(np.mean([base_times[s] for s in both]) / np.mean([times[s] for s in both]))
-                 if both else None),
-        time_versus=(paired({s: times[s] for s in both}, {s: base_times[s] for s in both})
-                     if compared and both else None),
+        label=label, runs=tuple(runs), accuracy=mean_ci(list(converged(per_seed).values())),
+        per_seed=per_seed, validation=_validation(runs),
+        versus=paired(converged(per_seed), base_accuracy) if compared else None,
         sim_time=mean_ci([r.summary["sim_time_s"] for r in runs if r.summary]),
         communication=_fraction(runs, "communication"), idle=_fraction(runs, "idle"),
     ))
-  return groups, target
+  return groups

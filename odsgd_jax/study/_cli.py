@@ -24,7 +24,8 @@ def add_study_flags(parser: argparse.ArgumentParser, output: str,
                     section: str | None = None) -> None:
   """--seeds, --eval_every, --set, --processes, --output, --resume and --readme (the
   generated section to write: a name, or, for a script with one `section`, a switch)."""
-  parser.add_argument("--seeds", default="0-4", help="e.g. 0-4 or 0,1,2 (at least 5 to compare)")
+  parser.add_argument("--seeds", default="0-11",
+                      help="e.g. 0-11 or 0,1,2 (at least 10 for a verdict; docs/results.md)")
   parser.add_argument("--eval_every", type=int, default=30,
                       help="steps between evaluations (time to target resolves this finely)")
   parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",

@@ -1,17 +1,19 @@
 """The studies the scripts run: strategies, compressors and config grids, over seeds."""
 
 import itertools
-import math
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import ml_collections
 
 from odsgd_jax.comm import parse_communication
+from odsgd_jax.study import verdicts
 from odsgd_jax.study._aggregate import Group, summarize
 from odsgd_jax.study._grid import RunSpec, grid
-from odsgd_jax.study._report import (accuracy_table, bits_per_step, caption, format_p,
-                                     format_significant, markdown, time_table)
-from odsgd_jax.study._runner import RunResult
+from odsgd_jax.study._report import (RULES, accuracy_table, bits_per_step, caption, markdown,
+                                     noninferiority, noninferiority_cells, noninferiority_header,
+                                     sweep_table, time_table)
+from odsgd_jax.study._runner import RunResult, timed_accuracy
+from odsgd_jax.study._targets import PRIMARY
 
 Overrides = Sequence[tuple[str, Any]]
 
@@ -55,30 +57,40 @@ def sweep_specs(config: str, fields: dict[str, Sequence[Any]], seeds: Sequence[i
 
 
 def strategy_report(results: Sequence[RunResult], config: ml_collections.ConfigDict,
-                    command: str, baseline: str, targets: Sequence[float] = (),
-                    ) -> tuple[list[Group], float | None, str]:
-  """The accuracy table and, per target (nan: the baseline's mean final accuracy), the
-  time-to-target table. Returns (groups of the first target, that target, markdown)."""
+                    command: str, baseline: str, goals: Mapping[str, float] | None = None,
+                    primary: str = PRIMARY, pilots: Group | None = None) -> tuple[list[Group], str]:
+  """The accuracy table (non-inferiority to `baseline`) and, with `goals` ({name:
+  accuracy}), the time table: speedups to each target with `primary` deciding "faster".
+  `pilots`: the baseline's pilot runs the targets were fixed on, named in the text."""
   seeds = sorted({r.spec.seed for r in results})
-  groups, _ = summarize(results, baseline)
-  text = f"{caption(config, seeds, command)}\n\n{accuracy_table(groups, baseline)}"
-  first = None
-  for target in targets:
-    named = math.isnan(target)
-    target_groups, target = summarize(results, baseline, target)
-    if first is None:
-      groups, first = target_groups, target
-    which = f" ({baseline}'s mean final accuracy)" if named else ""
-    text += (f"\n\nTime to test accuracy {target:.4g}{which} on the simulated cluster:\n\n"
-             f"{time_table(target_groups, baseline, target)}")
-  return groups, first, text
+  groups = summarize(results, baseline)
+  text = (f"{caption(config, seeds, command)}\n\nFinal test accuracy; {RULES}.\n\n"
+          f"{accuracy_table(groups, baseline)}")
+  if goals:
+    metric = timed_accuracy(groups[0].runs[0].evaluations).replace("_", " ")
+    values = ", ".join(f"{name}: {value:.4f}" for name, value in goals.items())
+    fixed = (f"; the shares are of {baseline}'s mean final {metric} on pilot seeds "
+             f"{', '.join(str(r.spec.seed) for r in pilots.runs)}, not among the compared ones"
+             if pilots is not None else "")
+    text += (f"\n\nSimulated time to {metric} targets ({values}{fixed}), {primary} primary. "
+             f"Speedup: geometric mean over all seeds of {baseline}'s time over the "
+             f"strategy's, with its 95% interval; a seed that never reaches a target counts "
+             f"with the end of its run (censored, its count given). \"Faster\" holds when the "
+             f"one-sided p at the primary target, Holm-adjusted across the rows, is below "
+             f"{verdicts.ALPHA:g}, no seed of the strategy is censored where {baseline}'s "
+             f"reached, and it is not significantly slower at another target; a run's "
+             f"simulated time and shares are deterministic where no interval is shown.\n\n"
+             f"{time_table(groups, baseline, goals, primary)}")
+  return groups, text
 
 
 def compression_report(results: Sequence[RunResult], config: ml_collections.ConfigDict,
                        command: str) -> tuple[list[Group], str]:
-  """Bits per step, the reduction against "none", accuracy paired against "none"."""
+  """Bits per step, the reduction against "none", accuracy against "none" (non-inferiority)."""
   labels = {r.spec.label for r in results}
-  groups, _ = summarize(results, "none" if "none" in labels else None)
+  baseline = "none" if "none" in labels else None
+  groups = summarize(results, baseline)
+  tested = noninferiority(groups, baseline) if baseline else {}
   dense = next((bits_per_step(g) for g in groups if g.label == "none"), None)
   rows = []
   for g in groups:
@@ -86,22 +98,19 @@ def compression_report(results: Sequence[RunResult], config: ml_collections.Conf
     rows.append([
         g.label, f"{bits:,.0f}", f"{dense / bits:.1f}x" if dense else "-",
         g.accuracy.format(4) + (f" ({g.diverged} diverged)" if g.diverged else ""),
-        "-" if g.versus is None else g.versus.difference.format(1, 100, sign=True),
-        format_p(g.versus), format_significant(g.versus), g.sim_time.format(1)])
+        *noninferiority_cells(tested.get(g.label)), g.sim_time.format(1)])
   header = ["compression", "bits per step (per worker)", "fewer bits than none",
-            "final test accuracy", "vs none (points)", "p (paired t)", "significant (p < 0.05)",
-            "simulated time (s)"]
+            "final test accuracy", *noninferiority_header("none"), "simulated time (s)"]
   seeds = sorted({r.spec.seed for r in results})
   text = (f"{config.strategy.name}; {caption(config, seeds, command)} Bits per step include "
-          f"dense warm-up steps.\n\n{markdown(header, rows)}")
+          f"dense warm-up steps; {RULES}.\n\n{markdown(header, rows)}")
   return groups, text
 
 
 def sweep_report(results: Sequence[RunResult], config: ml_collections.ConfigDict,
                  command: str) -> tuple[list[Group], str]:
-  """Accuracy per combination, paired against the first one."""
-  first = results[0].spec.label
-  groups, _ = summarize(results, first)
+  """Validation and test accuracy per combination, paired against the first one; the
+  combination with the best mean validation accuracy is the one chosen."""
+  groups = summarize(results, results[0].spec.label)
   seeds = sorted({r.spec.seed for r in results})
-  return groups, (f"{caption(config, seeds, command)}\n\n"
-                  f"{accuracy_table(groups, first, first_column='setting')}")
+  return groups, f"{caption(config, seeds, command)}\n\n{sweep_table(groups)}"

@@ -3,7 +3,7 @@
 import math
 import os
 import shutil
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import jax
 import jaxlib
@@ -14,10 +14,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import ml_collections  # noqa: E402
 import numpy as np  # noqa: E402
 
-from odsgd_jax.study._aggregate import Group  # noqa: E402
+from odsgd_jax.study import verdicts  # noqa: E402
+from odsgd_jax.study._aggregate import Group, converged  # noqa: E402
 from odsgd_jax.study._readme import replace_section, repository_root  # noqa: E402
 from odsgd_jax.study._runner import timed_accuracy  # noqa: E402
-from odsgd_jax.study._stats import CONFIDENCE, SIGNIFICANCE, Paired  # noqa: E402
+from odsgd_jax.study._stats import CONFIDENCE, mean_ci, paired  # noqa: E402
+from odsgd_jax.study._targets import reached, speed_row  # noqa: E402
 
 
 def environment() -> str:
@@ -51,18 +53,6 @@ def caption(config: ml_collections.ConfigDict, seeds: Sequence[int], command: st
           f"{environment()}; produced by `{command}`.")
 
 
-def format_p(comparison: Paired | None) -> str:
-  if comparison is None or math.isnan(comparison.p_value):
-    return "-"
-  return "<0.001" if comparison.p_value < 0.001 else f"{comparison.p_value:.3f}"
-
-
-def format_significant(comparison: Paired | None) -> str:
-  if comparison is None or math.isnan(comparison.p_value):
-    return "-"
-  return "yes" if comparison.significant else "not significant"
-
-
 def _accuracy(group: Group) -> str:
   text = group.accuracy.format(4)
   if group.diverged:
@@ -70,8 +60,8 @@ def _accuracy(group: Group) -> str:
   return text
 
 
-def _per_seed(group: Group) -> str:
-  return ", ".join("diverged" if v is None else f"{v:.3f}" for v in group.per_seed.values())
+def _per_seed(values: dict[int, float | None]) -> str:
+  return ", ".join("diverged" if v is None else f"{v:.3f}" for v in values.values())
 
 
 def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -80,27 +70,94 @@ def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
   return "\n".join(lines)
 
 
+def noninferiority(groups: Sequence[Group], baseline: str
+                   ) -> dict[str, tuple[verdicts.AccuracyTest, verdicts.Verdict]]:
+  """Each group but the baseline: its final test accuracy against the baseline's, paired
+  by seed, and the non-inferiority verdict, Holm-adjusted across the groups."""
+  base = next(g for g in groups if g.label == baseline)
+  compared = [g for g in groups if g.label != baseline]
+  tests = [verdicts.accuracy_test(g.per_seed, base.per_seed) for g in compared]
+  return {g.label: pair for g, pair in
+          zip(compared, zip(tests, verdicts.accuracy_verdicts(tests), strict=True), strict=True)}
+
+
+def noninferiority_header(baseline: str) -> list[str]:
+  return [f"vs {baseline} (points)", "one-sided 95% lower bound",
+          f"non-inferior to {baseline} at -{100 * verdicts.MARGIN:g} point"]
+
+
+def noninferiority_cells(tested: tuple[verdicts.AccuracyTest, verdicts.Verdict] | None
+                         ) -> list[str]:
+  if tested is None:
+    return ["-", "-", "-"]
+  test, verdict = tested
+  bound = "-" if math.isnan(test.lower_bound) else f"{100 * test.lower_bound:+.1f}"
+  return [test.difference.format(1, 100, sign=True), bound, verdict.brief()]
+
+
+RULES = (f"non-inferior: the paired difference's one-sided 95% t-test against a "
+         f"-{100 * verdicts.MARGIN:g}-point margin, Holm-adjusted across the table's rows; "
+         f"the p of a \"does not hold\" is that of inferiority (rules: "
+         f"docs/results.md#how-a-claim-is-decided)")
+
+
 def accuracy_table(groups: Sequence[Group], baseline: str, first_column: str = "strategy") -> str:
-  header = [first_column, "final test accuracy", f"vs {baseline} (points)", "p (paired t)",
-            f"significant (p < {SIGNIFICANCE})", "per seed"]
-  rows = [[g.label, _accuracy(g),
-           "-" if g.versus is None else g.versus.difference.format(1, 100, sign=True),
-           format_p(g.versus), format_significant(g.versus), _per_seed(g)] for g in groups]
+  """Final test accuracy per group and its non-inferiority to the baseline."""
+  tested = noninferiority(groups, baseline)
+  header = [first_column, "final test accuracy", *noninferiority_header(baseline), "per seed"]
+  rows = [[g.label, _accuracy(g), *noninferiority_cells(tested.get(g.label)),
+           _per_seed(g.per_seed)] for g in groups]
   return markdown(header, rows)
 
 
-def time_table(groups: Sequence[Group], baseline: str, target: float) -> str:
-  header = ["strategy", "simulated time of the run (s)", f"seeds reaching {target:.4g}",
-            f"time to {target:.4g} (s)", f"speedup vs {baseline}", "p (paired t)",
-            f"significant (p < {SIGNIFICANCE})", "communication share", "idle share"]
+def time_table(groups: Sequence[Group], baseline: str, goals: Mapping[str, float],
+               primary: str) -> str:
+  """Simulated times: the run's, the seeds reaching each target, the speedup over the
+  baseline per target (censored seeds counted) and the verdict on "faster" at `primary`,
+  Holm-adjusted across the rows."""
+  base = next(g for g in groups if g.label == baseline)
+  compared = [g for g in groups if g.label != baseline]
+  speeds = {g.label: speed_row(g, base, goals) for g in compared}
+  faster = dict(zip(speeds, verdicts.speed_verdicts(list(speeds.values()), primary),
+                    strict=True))
+  names = list(goals)
+  header = ["strategy", "simulated time of the run (s)",
+            f"seeds reaching {' / '.join(names)}",
+            *[f"speedup to {name}{' (primary)' if name == primary else ''}" for name in names],
+            f"faster than {baseline}", "communication share", "idle share"]
   rows = []
   for g in groups:
-    hits, total = g.reached.fraction
+    counts = [reached(g, goals[name]) for name in names]
     rows.append([
-        g.label, g.sim_time.format(1), f"{hits}/{total}",
-        g.reached.time.format(2) if hits else "not reached",
-        f"{g.speedup:.2f}x" if g.speedup else "-", format_p(g.time_versus),
-        format_significant(g.time_versus), g.communication.format(3), g.idle.format(3)])
+        g.label, g.sim_time.format(1),
+        " / ".join(str(hits) for hits, _ in counts) + f" of {counts[0][1]}",
+        *([speeds[g.label][name].format() for name in names] if g.label in speeds
+          else ["-"] * len(names)),
+        faster[g.label].brief() if g.label in faster else "-",
+        g.communication.format(3), g.idle.format(3)])
+  return markdown(header, rows)
+
+
+def sweep_table(groups: Sequence[Group]) -> str:
+  """Each setting's final validation accuracy (on which a setting is chosen: the highest
+  mean) and final test accuracy, both paired with the first setting's by seed."""
+  first = groups[0]
+  if not first.validation:  # a data set without a validation split: test is all there is
+    return accuracy_table(groups, first.label, first_column="setting")
+
+  def versus(values: dict[int, float | None], base: dict[int, float | None], g: Group) -> str:
+    if g is first:
+      return "-"
+    return paired(converged(values), converged(base)).difference.format(1, 100, sign=True)
+
+  chosen = max(groups, key=lambda g: mean_ci(list(converged(g.validation).values())).mean)
+  header = ["setting", "final validation accuracy", f"vs {first.label} (points)",
+            "chosen on validation", "final test accuracy", f"vs {first.label} (points)",
+            "per seed (test)"]
+  rows = [[g.label, mean_ci(list(converged(g.validation).values())).format(4),
+           versus(g.validation, first.validation, g), "yes" if g is chosen else "",
+           _accuracy(g), versus(g.per_seed, first.per_seed, g), _per_seed(g.per_seed)]
+          for g in groups]
   return markdown(header, rows)
 
 

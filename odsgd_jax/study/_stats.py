@@ -1,4 +1,4 @@
-"""Means with Student-t intervals, paired tests over seeds, and time to a target.
+"""Means with Student-t intervals and paired tests over seeds.
 
 Runs of one study that share a seed share their initial parameters and data order,
 so two strategies are compared seed by seed (a paired test): the spread that the
@@ -74,32 +74,3 @@ def paired(a: dict[int, float], b: dict[int, float]) -> Paired:
   else:
     p_value = float(stats.ttest_1samp(differences, 0.0).pvalue)
   return Paired(interval, p_value)
-
-
-def time_to_target(evaluations: Sequence[dict[str, float]], target: float,
-                   metric: str = "test_accuracy") -> float | None:
-  """Simulated time of the first evaluation whose `metric` is at or above `target`, or None."""
-  for row in evaluations:
-    if metric in row and row[metric] >= target:
-      return row["sim_time"]
-  return None
-
-
-@dataclasses.dataclass(frozen=True)
-class Reached:
-  """How the seeds of one strategy reach a target: how many do, and when (mean over
-  those that do)."""
-
-  fraction: tuple[int, int]  # (reached, seeds)
-  time: Interval
-
-  def format(self, digits: int = 1) -> str:
-    reached, total = self.fraction
-    if not reached:
-      return f"0/{total}"
-    return f"{reached}/{total}: {self.time.format(digits)}"
-
-
-def reached(times: dict[int, float | None]) -> Reached:
-  hits = [t for t in times.values() if t is not None]
-  return Reached((len(hits), len(times)), mean_ci(hits))

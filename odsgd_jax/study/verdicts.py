@@ -43,11 +43,19 @@ HOLDS, DOES_NOT_HOLD, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
+  """An outcome, why, and the Holm-adjusted p-value that decided it (of the claim: non-
+  inferiority, faster; of its opposite for "does not hold"; nan where none did)."""
+
   outcome: str  # HOLDS, DOES_NOT_HOLD or INCONCLUSIVE
   reason: str
+  p_value: float = math.nan
 
   def format(self) -> str:
     return f"**{self.outcome}**: {self.reason}"
+
+  def brief(self) -> str:
+    """The outcome and its p-value, for a table cell."""
+    return self.outcome if math.isnan(self.p_value) else f"{self.outcome} (Holm {_p(self.p_value)})"
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -125,15 +133,16 @@ def accuracy_verdicts(tests: Sequence[AccuracyTest], alpha: float = ALPHA) -> li
               f"{100 * test.lower_bound:+.1f}), margin -{100 * test.margin:g}")
     if p_ok < alpha and test.diverged:  # no accuracy there: it cannot be called similar
       verdicts.append(Verdict(INCONCLUSIVE, f"non-inferior, {points}, Holm {_p(p_ok)}, but "
-                                            f"{test.diverged} seed(s) diverged"))
+                                            f"{test.diverged} seed(s) diverged", p_ok))
     elif p_ok < alpha:
-      verdicts.append(Verdict(HOLDS, f"non-inferior, {points}, Holm {_p(p_ok)}"))
+      verdicts.append(Verdict(HOLDS, f"non-inferior, {points}, Holm {_p(p_ok)}", p_ok))
     elif p_bad < alpha:
       verdicts.append(Verdict(DOES_NOT_HOLD, f"lower by more than the margin, {points}, "
-                                             f"Holm {_p(p_bad)}"))
+                                             f"Holm {_p(p_bad)}", p_bad))
     else:
       verdicts.append(Verdict(INCONCLUSIVE, f"{points}; neither non-inferior nor inferior at "
-                                            f"Holm p < {alpha:g} (non-inferior: {_p(p_ok)})"))
+                                            f"Holm p < {alpha:g} (non-inferior: {_p(p_ok)})",
+                              p_ok))
   return verdicts
 
 
@@ -232,12 +241,12 @@ def speed_verdicts(rows: Sequence[Mapping[str, SpeedTest]], primary: str,
     elif main.seeds == main.both_censored:
       verdicts.append(Verdict(INCONCLUSIVE, f"neither reaches the {primary} target"))
     elif p_faster < alpha and not main.strategy_censored:
-      verdicts.append(Verdict(HOLDS, detail))
+      verdicts.append(Verdict(HOLDS, detail, p_faster))
     elif p_faster < alpha:
       verdicts.append(Verdict(INCONCLUSIVE, f"{detail}, but {main.strategy_censored} seed(s) "
-                                            f"never reached it (their times are capped)"))
+                                            f"never reached it (their times are capped)", p_faster))
     else:
-      verdicts.append(Verdict(INCONCLUSIVE, detail))
+      verdicts.append(Verdict(INCONCLUSIVE, detail, p_faster))
   return verdicts
 
 

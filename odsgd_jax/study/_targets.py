@@ -1,0 +1,89 @@
+"""Target accuracies fixed on pilot seeds, and the censored times at which runs reach them.
+
+"Faster" is judged by the rules of `verdicts`: time to several targets, a primary one
+among them, every seed counted (one that never reaches is censored at the end of its run).
+The targets are fractions of the baseline's final accuracy on pilot seeds, which are not
+among the compared seeds, so the level a strategy is timed against is not read off the
+runs it is judged on.
+"""
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from odsgd_jax.study import verdicts
+from odsgd_jax.study._aggregate import Group
+from odsgd_jax.study._runner import timed_accuracy
+
+PILOT_SEEDS = (100, 101, 102)
+TARGET_LEVELS = ("90%", "95%", "99%")  # of the baseline's final validation accuracy
+PRIMARY = "95%"
+
+
+def parse_targets(names: Sequence[str], primary: str) -> None:
+  """Checks target names: "<p>%" (a share of the baseline's pilot accuracy, 0 < p <= 100)
+  or an absolute accuracy in (0, 1]; `primary` among them."""
+  if not names:
+    raise ValueError("no targets given; e.g. 90%,95%,99% or 0.9")
+  for name in names:
+    try:
+      value = float(name[:-1]) / 100 if name.endswith("%") else float(name)
+    except ValueError:
+      value = float("nan")
+    if not 0 < value <= 1:
+      raise ValueError(f"target {name!r} must be a share of the baseline's pilot accuracy "
+                       f"such as 95% or an accuracy in (0, 1] such as 0.9")
+  if len(set(names)) != len(names):
+    raise ValueError(f"targets {list(names)} repeat one")
+  if primary not in names:
+    raise ValueError(f"the primary target {primary!r} is not among the targets {list(names)}")
+
+
+def needs_pilots(names: Sequence[str]) -> bool:
+  return any(name.endswith("%") for name in names)
+
+
+def final_accuracy(pilots: Group) -> float:
+  """The pilot runs' mean final accuracy on the split targets are timed on."""
+  values = [r.summary[timed_accuracy(r.evaluations)] for r in pilots.runs if r.summary]
+  if not values:
+    raise ValueError(f"every pilot run of {pilots.label} diverged: no target can be fixed")
+  return float(np.mean(values))
+
+
+def targets(names: Sequence[str], pilots: Group | None) -> dict[str, float]:
+  """{name: accuracy}: "95%" is 0.95 x the pilots' mean final accuracy, "0.9" is 0.9."""
+  goals = {}
+  for name in names:
+    if name.endswith("%"):
+      if pilots is None:
+        raise ValueError(f"target {name!r} is a share of the pilots' accuracy: pass pilots")
+      goals[name] = float(name[:-1]) / 100 * final_accuracy(pilots)
+    else:
+      goals[name] = float(name)
+  return goals
+
+
+def arrivals(group: Group, target: float) -> dict[int, verdicts.Arrival]:
+  """Each seed's time to `target` on the timed split. A seed that diverged never
+  arrives: it is censored at the end of the group's finished runs (the same number of
+  steps)."""
+  ends = [r.summary["sim_time_s"] for r in group.runs if r.summary is not None]
+  end = max(ends) if ends else float("nan")
+  return {run.spec.seed: (verdicts.arrival(run.evaluations, target, run.summary["sim_time_s"],
+                                           timed_accuracy(run.evaluations))
+                          if run.summary is not None else verdicts.Arrival(end, False))
+          for run in group.runs}
+
+
+def speed_row(strategy: Group, baseline: Group,
+              goals: Mapping[str, float]) -> dict[str, verdicts.SpeedTest]:
+  """{target name: the strategy's censored times against the baseline's}."""
+  return {name: verdicts.speed_test(arrivals(strategy, goal), arrivals(baseline, goal))
+          for name, goal in goals.items()}
+
+
+def reached(group: Group, target: float) -> tuple[int, int]:
+  """(seeds that reach `target`, seeds)."""
+  times = arrivals(group, target)
+  return sum(a.reached for a in times.values()), len(times)
