@@ -15,14 +15,14 @@ STRATEGY_OPTIONS = {
     "asgd": {"delay_compensation": 0.0},
     "ssp": {"staleness": 2},
     # The authors' local 0.5 carries a 1/(B N) rescale: 0.5 / N = 0.0625 here (N = 8).
-    # On mnist1d 0.1 does better; rerun the comparison with
-    #   python scripts/sweep.py --config configs/mnist1d.py:odsgd \
-    #       --grid strategy.local_lr=0.0,0.0625,0.1
+    # On mnist1d 0.1 does better on validation (docs/strategies.md):
+    #   python scripts/sweep.py --config configs/default.py:odsgd \
+    #       --grid strategy.local_lr=0.1,0.0625,0.0
     "odsgd": {"local_lr": 0.1, "local_optimizer": "sgd", "warmup_steps": 200,
               "dc_lambda": 2.0},
     # The reconstruction's adaptive smoothing, with the delay corrections that make
     # ssgd's own optimizer stable for it (docs/delays.md):
-    #   python scripts/sweep.py --config configs/mnist1d.py:pseudo_sync \
+    #   python scripts/sweep.py --config configs/default.py:pseudo_sync \
     #       --grid strategy.correction=none,replay,replay+spike
     "pseudo_sync": {"confidence": "adaptive", "phi": 0.9, "alpha_min": 0.5,
                     "correction": "replay+spike"},
@@ -30,14 +30,14 @@ STRATEGY_OPTIONS = {
     "oscars": {"period": 4, "adapt": "fixed"},
 }
 
-# Inner-optimizer settings that differ from the synchronous ones, and why;
-# learning_rate_scale multiplies the config's own rate (mnist1d: 0.1).
+# Inner-optimizer settings that differ from the synchronous ones, and why.
 OPTIMIZER_CHANGES = {
     # N server steps per tick (one per arriving gradient), each with stale
-    # gradients: momentum 0.9 diverges. Compare settings with
-    #   python scripts/sweep.py --config configs/mnist1d.py:asgd \
-    #       --grid optimizer.momentum=0.0,0.9 --grid optimizer.learning_rate=0.0125,0.05
-    "asgd": {"momentum": 0.0, "learning_rate_scale": 0.5},
+    # gradients: momentum 0.9 diverges, and without momentum the synchronous rate (0.1)
+    # is the best on validation (docs/delays.md, "options_asgd"):
+    #   python scripts/sweep.py --config configs/default.py:asgd \
+    #       --grid optimizer.momentum=0.0,0.9 --grid optimizer.learning_rate=0.1,0.05,0.025,0.2
+    "asgd": {"momentum": 0.0},
 }
 
 
@@ -69,10 +69,7 @@ def use_strategy(config: ml_collections.ConfigDict, name: str) -> ml_collections
   options = STRATEGY_OPTIONS[name] if name in STRATEGY_OPTIONS else _factory_defaults(name)
   config.strategy = ml_collections.ConfigDict({"name": name, **options})
   for field, value in OPTIMIZER_CHANGES.get(name, {}).items():
-    if field == "learning_rate_scale":
-      config.optimizer.learning_rate *= value
-    else:
-      config.optimizer[field] = value
+    config.optimizer[field] = value
   return config
 
 

@@ -3,7 +3,7 @@
 accelerator. Compare on the same simulated cluster with:
 
   python scripts/compare.py --config configs/oscars_cifar10_resnet20.py \
-      --strategies ssgd,local_sgd,oscars --target 0.9
+      --strategies ssgd,local_sgd,oscars
 """
 
 from configs import _strategies, cifar10_resnet20

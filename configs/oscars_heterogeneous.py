@@ -3,7 +3,7 @@
 same simulated cluster:
 
   python scripts/compare.py --config configs/oscars_heterogeneous.py \\
-      --strategies ssgd,local_sgd,oscars --target 0.9
+      --strategies ssgd,local_sgd,oscars
 
   python -m experiments.train --config configs/oscars_heterogeneous.py --workdir runs/oscars
 """

@@ -102,6 +102,6 @@ def test_a_new_strategy_runs_in_a_study(data_dir, tmp_path):
   specs = study.strategy_specs("configs/default.py:steps=6", ["ssgd", "clip_ssgd"], [0, 1],
                                [("data.data_dir", data_dir), ("train.eval_every", 3)])
   results = study.run_study(specs, str(tmp_path))
-  groups, _ = study.summarize(results, "ssgd")
+  groups = study.summarize(results, "ssgd")
   assert [g.label for g in groups] == ["ssgd", "clip_ssgd"]
   assert groups[1].versus.difference.n == 2 and groups[1].accuracy.n == 2

@@ -18,7 +18,7 @@ from odsgd_jax.study import verdicts  # noqa: E402
 from odsgd_jax.study._aggregate import Group, converged  # noqa: E402
 from odsgd_jax.study._readme import replace_section, repository_root  # noqa: E402
 from odsgd_jax.study._runner import timed_accuracy  # noqa: E402
-from odsgd_jax.study._stats import CONFIDENCE, mean_ci, paired  # noqa: E402
+from odsgd_jax.study._stats import CONFIDENCE, Interval, mean_ci, paired  # noqa: E402
 from odsgd_jax.study._targets import reached, speed_row  # noqa: E402
 
 
@@ -140,7 +140,8 @@ def time_table(groups: Sequence[Group], baseline: str, goals: Mapping[str, float
 
 def sweep_table(groups: Sequence[Group]) -> str:
   """Each setting's final validation accuracy (on which a setting is chosen: the highest
-  mean) and final test accuracy, both paired with the first setting's by seed."""
+  mean among those that never diverged) and final test accuracy, both paired with the
+  first setting's by seed."""
   first = groups[0]
   if not first.validation:  # a data set without a validation split: test is all there is
     return accuracy_table(groups, first.label, first_column="setting")
@@ -150,11 +151,16 @@ def sweep_table(groups: Sequence[Group]) -> str:
       return "-"
     return paired(converged(values), converged(base)).difference.format(1, 100, sign=True)
 
-  chosen = max(groups, key=lambda g: mean_ci(list(converged(g.validation).values())).mean)
+  def validation(g: Group) -> Interval:
+    return mean_ci(list(converged(g.validation).values()))
+
+  # A setting that diverged on a seed is not chosen over one that never did.
+  chosen = max(groups, key=lambda g: (g.diverged == 0, np.nan_to_num(validation(g).mean,
+                                                                     nan=-np.inf)))
   header = ["setting", "final validation accuracy", f"vs {first.label} (points)",
             "chosen on validation", "final test accuracy", f"vs {first.label} (points)",
             "per seed (test)"]
-  rows = [[g.label, mean_ci(list(converged(g.validation).values())).format(4),
+  rows = [[g.label, validation(g).format(4),
            versus(g.validation, first.validation, g), "yes" if g is chosen else "",
            _accuracy(g), versus(g.per_seed, first.per_seed, g), _per_seed(g.per_seed)]
           for g in groups]
