@@ -5,9 +5,9 @@
 
 Every combination runs with every seed (default 0-11), afresh under --output; values are
 read as Python literals. The table gives each combination's final validation accuracy,
-on which one is chosen (the highest mean), and its final test accuracy (means and 95%
-Student-t intervals over the seeds), each with its difference from the first
-combination, paired by seed.
+on which a setting is chosen (the table marks the highest mean), and its final test
+accuracy (means and 95% Student-t intervals over the seeds), each with its difference
+from the first combination, paired by seed.
 """
 
 

@@ -58,7 +58,7 @@ def test_results_and_sweep_take_seeds(tmp_path):
           "--processes", "1", "--output", str(tmp_path / "sweep"))
   table = (tmp_path / "sweep" / "compare.md").read_text()
   assert "| optimizer.learning_rate=0.05 |" in table and "| optimizer.learning_rate=0.1 |" in table
-  assert "final validation accuracy" in table and "chosen on validation" in table
+  assert "final validation accuracy" in table and "best on validation" in table
 
 
 def test_a_bad_config_in_a_study_is_one_line_before_any_run(tmp_path):

@@ -139,8 +139,8 @@ def time_table(groups: Sequence[Group], baseline: str, goals: Mapping[str, float
 
 
 def sweep_table(groups: Sequence[Group]) -> str:
-  """Each setting's final validation accuracy (on which a setting is chosen: the highest
-  mean among those that never diverged) and final test accuracy, both paired with the
+  """Each setting's final validation accuracy (the split a setting is chosen on: the best
+  is the highest mean among those that never diverged) and final test accuracy, both paired with the
   first setting's by seed."""
   first = groups[0]
   if not first.validation:  # a data set without a validation split: test is all there is
@@ -155,13 +155,13 @@ def sweep_table(groups: Sequence[Group]) -> str:
     return mean_ci(list(converged(g.validation).values()))
 
   # A setting that diverged on a seed is not chosen over one that never did.
-  chosen = max(groups, key=lambda g: (g.diverged == 0, np.nan_to_num(validation(g).mean,
+  best = max(groups, key=lambda g: (g.diverged == 0, np.nan_to_num(validation(g).mean,
                                                                      nan=-np.inf)))
   header = ["setting", "final validation accuracy", f"vs {first.label} (points)",
-            "chosen on validation", "final test accuracy", f"vs {first.label} (points)",
+            "best on validation", "final test accuracy", f"vs {first.label} (points)",
             "per seed (test)"]
   rows = [[g.label, validation(g).format(4),
-           versus(g.validation, first.validation, g), "yes" if g is chosen else "",
+           versus(g.validation, first.validation, g), "yes" if g is best else "",
            _accuracy(g), versus(g.per_seed, first.per_seed, g), _per_seed(g.per_seed)]
           for g in groups]
   return markdown(header, rows)
