@@ -1,6 +1,7 @@
 """The documentation holds together: README.md and docs/*.md link only to files that exist,
-every generated section lives in exactly one page and names the command that writes it,
-and the section writer finds a section in any page, with links made relative to it."""
+every generated section lives in exactly one page, names the command that writes it and
+prints no zero-width interval, and the section writer finds a section in any page, with
+links made relative to it."""
 
 import os
 import re
@@ -41,6 +42,15 @@ def test_every_generated_section_is_in_one_page_and_names_its_command():
       assert re.search(r"produced by `python scripts/\w+\.py", body, re.IGNORECASE), name
   assert all(len(where) == 1 for where in found.values()), found
   assert {"claims", "compare_default", "benchmark", "state-sizes"} <= set(found)
+
+
+def test_no_generated_section_gives_a_zero_interval():
+  """A figure that does not vary (a noiseless cluster's simulated time, a share of it) is
+  printed without an interval: "± 0.0" says nothing."""
+  zero = re.compile(r"± 0\.0*(?![0-9])")
+  for page in PAGES:
+    for name, body in SECTION.findall(_text(page)):
+      assert not zero.search(body), (name, zero.search(body).group())
 
 
 def test_the_section_writer_finds_the_page_and_relativizes_its_links(tmp_path, monkeypatch):
