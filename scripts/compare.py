@@ -70,7 +70,7 @@ def main() -> None:
   pilot_seeds = study.parse_seeds(args.pilot_seeds) if study.needs_pilots(target_names) else []
   if target_names:
     try:
-      study.parse_targets(target_names, args.primary)
+      study.check_targets(target_names, args.primary)
     except ValueError as error:
       sys.exit(f"error: --targets {args.targets!r} / --primary {args.primary!r}: {error}")
   if set(pilot_seeds) & set(seeds):

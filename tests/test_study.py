@@ -92,9 +92,9 @@ def test_targets_are_shares_of_the_pilots_and_times_are_censored_by_hand():
   goals = study.targets(["50%", "0.7"], pilots)
   assert goals == {"50%": pytest.approx(0.425), "0.7": 0.7}
   with pytest.raises(ValueError, match="primary target '95%' is not among"):
-    study.parse_targets(["90%"], "95%")
+    study.check_targets(["90%"], "95%")
   with pytest.raises(ValueError, match="'150%' must be a share"):
-    study.parse_targets(["150%"], "150%")
+    study.check_targets(["150%"], "150%")
   results = [  # validation rows: the timed split
       _run("ssgd", 0, 0.9, [(1.0, 0.5), (2.0, 0.75)], sim_time=2.0, validation=0.75),
       _run("ssgd", 1, 0.9, [(1.0, 0.5), (2.0, 0.6)], sim_time=2.0, validation=0.6),

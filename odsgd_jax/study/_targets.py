@@ -20,7 +20,7 @@ TARGET_LEVELS = ("90%", "95%", "99%")  # of the baseline's final validation accu
 PRIMARY = "95%"
 
 
-def parse_targets(names: Sequence[str], primary: str) -> None:
+def check_targets(names: Sequence[str], primary: str) -> None:
   """Checks target names: "<p>%" (a share of the baseline's pilot accuracy, 0 < p <= 100)
   or an absolute accuracy in (0, 1]; `primary` among them."""
   if not names:
