@@ -12,6 +12,7 @@ import ml_collections
 from ml_collections import config_dict
 
 from configs import _strategies
+from odsgd_jax.cluster import calibration
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -57,7 +58,17 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.cluster.speeds = ()  # speed factor per worker; () = all 1.0
   config.cluster.step_time = 0.01  # seconds of one step at speed 1; 0: measure this host's
   config.cluster.compute_scale = 1.0  # multiplies a measured step time
-  config.cluster.jitter = 0.0  # sigma of lognormal noise on every step's compute time
+  # The clock's terms validated against published scaling measurements (docs/clock.md);
+  # jitter=0, interference=0, node_contention=0, transport=line_rate: the clock before.
+  config.cluster.jitter = calibration.NOISE.value  # sigma of lognormal noise on each step
+  config.cluster.interference = calibration.INTERFERENCE.value  # compute lost per second of
+  # communication beside it
+  config.cluster.node_contention = calibration.NODE_CONTENTION.value  # s per sample of a
+  # further worker on the node (workers_per_node) lost to the shared host
+  config.cluster.transport = ""  # achieved share of line rate: "" = a preset's own (the
+  # fields' bandwidth: as given), or one of docs/clock.md's transports
+  config.cluster.workload = ""  # a reference workload (docs/cluster.md): its step time,
+  # batch and message win over step_time and message_bytes
   config.cluster.straggler_prob = 0.0  # probability a step straggles ...
   config.cluster.straggler_slowdown = 1.0  # ... and by how much
   config.cluster.preset = ""  # a named network (docs/cluster.md): its numbers win over the 6 below

@@ -31,8 +31,7 @@ SHOWN = (64, 128, 4096)
 
 def timeline_study(workload_name: str, output: str) -> str:
   workload = WORKLOADS[workload_name]
-  efficiency = {name: study.weak_scaling(preset.network, workload.step_time,
-                                         workload.message_bytes, SIZES, Overlap())
+  efficiency = {name: study.weak_scaling(preset.network, workload, SIZES, Overlap())
                 for name, preset in PRESETS.items()}
   header = ["strategy"] + [f"{name} (N = {' / '.join(map(str, SHOWN))})" for name in PRESETS]
   rows = [[label] + [" / ".join(f"{efficiency[p][label][n]:.1%}" for n in SHOWN) for p in PRESETS]
@@ -42,9 +41,11 @@ def timeline_study(workload_name: str, output: str) -> str:
       else "-" for p in PRESETS])
   plot_path = os.path.join(output, "scaling.png")
   _plot(efficiency, plot_path)
-  return (f"Weak scaling from the timelines: efficiency T(1) / T(N) of a tick, homogeneous "
-          f"workers, workload {workload_name}: {workload.description}; ssgd's all-reduce "
-          f"overlaps the backward pass in DDP's 25 MiB buckets unless marked; asgd and ssp "
+  return (f"Weak scaling from the timelines: efficiency T(1) / T(N) of a tick (mean of 64), "
+          f"homogeneous workers with the validated clock's noise, interference and node "
+          f"contention and each preset's transport (docs/clock.md), workload {workload_name}: "
+          f"{workload.description}; ssgd's all-reduce overlaps the backward pass in DDP's "
+          f"25 MiB buckets filled in ResNet-50's backward order unless marked; asgd and ssp "
           f"model a sharded parameter server (each worker's own link, no server contention), "
           f"so they scale perfectly by construction. Produced by `python scripts/scaling.py`."
           f"\n\n{study.markdown(header, rows)}", plot_path)

@@ -88,9 +88,16 @@ def test_a_new_strategy_trains_and_is_timed_like_its_timeline(data_dir, tmp_path
   assert config.strategy.to_dict() == {"name": "clip_ssgd", "limit": 1.0}  # its defaults
   summary = train_and_evaluate(config, str(tmp_path / "run"))
   assert summary["steps"] == 20 and summary["test_accuracy"] > 0.15  # it learns
+  # its clock is its timeline's, noise and node contention included
+  spec = cluster.from_config(config.cluster, config.cluster.step_time,
+                             samples_per_step=config.data.batch_size // 8)
+  timeline = cluster.SynchronousTimeline(spec.workers, spec.network,
+                                         summary["sim_message_bytes"], spec.overlap)
+  expected = sum(timeline.cost(tick).duration for tick in range(20))
+  assert summary["sim_time_s"] == pytest.approx(expected)
   network = cluster.Network(bandwidth=config.cluster.bandwidth, latency=config.cluster.latency)
-  tick = config.cluster.step_time + network.allreduce_time(8, summary["sim_message_bytes"])
-  assert summary["sim_time_s"] == pytest.approx(20 * tick)  # a model below one bucket: no overlap
+  noiseless = config.cluster.step_time + network.allreduce_time(8, summary["sim_message_bytes"])
+  assert expected > 20 * noiseless  # the slowest of 8 noisy workers sets each tick
   compressed = default.get_config("clip_ssgd,runlocal")
   compressed.data.data_dir = data_dir
   compressed.strategy.compression = "topk:0.1"

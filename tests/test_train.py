@@ -154,6 +154,7 @@ def test_heterogeneous_resume_keeps_each_workers_data_position(small_config, tmp
   config = _strategies.use_strategy(small_config, "oscars")
   config.cluster.num_workers = 4
   config.cluster.speeds = (1.0, 1.0, 0.5, 0.25)
+  config.cluster.jitter = config.cluster.node_contention = 0.0  # the hand-counted schedule
   config.parallel.num_devices = 1
   straight = _crash_at_step_15_then_resume(config, tmp_path)
   progress = os.path.join(straight, "checkpoints", "20", "progress", "metadata")

@@ -1,6 +1,8 @@
 """Simulated cluster: worker speeds, network costs, and per-strategy timelines that
 produce each tick's schedule and its simulated duration."""
 
+from odsgd_jax.cluster import _calibration as calibration  # noqa: F401 (re-exported)
+from odsgd_jax.cluster._calibration import TRANSPORTS as TRANSPORTS
 from odsgd_jax.cluster._config import ClusterSpec as ClusterSpec
 from odsgd_jax.cluster._config import from_config as from_config
 from odsgd_jax.cluster._config import network_from_config as network_from_config

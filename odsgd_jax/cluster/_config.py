@@ -2,10 +2,12 @@
 and the all-reduce overlap, in one place (the clock, the scripts and the studies read
 these, never the fields)."""
 
+import dataclasses
 from typing import Any, NamedTuple
 
+from odsgd_jax.cluster._calibration import TRANSPORTS
 from odsgd_jax.cluster._hardware import Network, Workers
-from odsgd_jax.cluster._presets import get_preset
+from odsgd_jax.cluster._presets import WORKLOADS, get_preset
 from odsgd_jax.cluster._timelines import Overlap
 
 
@@ -13,11 +15,12 @@ class ClusterSpec(NamedTuple):
   """The simulated cluster of a run.
 
   Attributes:
-    workers: speeds, step time, jitter and stragglers.
+    workers: speeds, step time, jitter, stragglers, what a node's workers share.
     network: `cluster.preset`'s when one is named (its numbers win over the fields).
     overlap: how a synchronous all-reduce overlaps the backward pass (None: not at all).
     message_bytes: the bytes a message is timed as when the clock times a larger model
-      than the one trained (`cluster.message_bytes`); 0: the trained model's.
+      than the one trained (`cluster.message_bytes`, or `cluster.workload`'s); 0: the
+      trained model's.
   """
 
   workers: Workers
@@ -27,28 +30,49 @@ class ClusterSpec(NamedTuple):
 
 
 def network_from_config(cluster: Any) -> Network:
-  """The configured network: `cluster.preset`'s when one is named, else the fields'."""
+  """The configured network: `cluster.preset`'s when one is named, else the fields';
+  `cluster.transport`, when set, gives the links' achieved share of line rate (else a
+  preset's own, or line rate for a network given by its fields)."""
   if cluster.get("preset"):
-    return get_preset(cluster.preset).network
-  return Network(bandwidth=cluster.bandwidth, latency=cluster.latency,
-                 topology=cluster.topology, intra_bandwidth=cluster.intra_bandwidth,
-                 workers_per_node=cluster.workers_per_node,
-                 inter_topology=cluster.get("inter_topology", "ring"))
+    network = get_preset(cluster.preset).network
+  else:
+    network = Network(bandwidth=cluster.bandwidth, latency=cluster.latency,
+                      topology=cluster.topology, intra_bandwidth=cluster.intra_bandwidth,
+                      workers_per_node=cluster.workers_per_node,
+                      inter_topology=cluster.get("inter_topology", "ring"))
+  if cluster.get("transport"):
+    share = TRANSPORTS[cluster.transport].value
+    network = dataclasses.replace(network, efficiency=share, intra_efficiency=share)
+  return network
 
 
-def overlap_from_config(cluster: Any) -> Overlap | None:
-  """How a synchronous all-reduce overlaps the backward pass (None: not at all)."""
+def overlap_from_config(cluster: Any,
+                        gradients: tuple[tuple[float, float], ...] = ()) -> Overlap | None:
+  """How a synchronous all-reduce overlaps the backward pass (None: not at all);
+  `gradients`: the timed model's in backward order (`models.gradient_profile`)."""
   if cluster.get("overlap", "none") == "none":
     return None
-  return Overlap(backward_share=cluster.backward_share, bucket_bytes=cluster.bucket_bytes)
+  return Overlap(backward_share=cluster.backward_share, bucket_bytes=cluster.bucket_bytes,
+                 gradients=gradients)
 
 
-def from_config(cluster: Any, step_time: float) -> ClusterSpec:
+def from_config(cluster: Any, step_time: float, samples_per_step: int = 1,
+                gradients: tuple[tuple[float, float], ...] = ()) -> ClusterSpec:
   """The cluster of a config's `cluster` section, its workers taking `step_time` seconds
-  per step at speed 1."""
+  per step at speed 1 on `samples_per_step` samples (a named `cluster.workload`'s
+  step time, batch and message win)."""
+  message_bytes = cluster.get("message_bytes") or 0
+  if cluster.get("workload"):
+    load = WORKLOADS[cluster.workload]
+    step_time, samples_per_step = load.step_time, load.samples_per_step
+    message_bytes = load.message_bytes
+  network = network_from_config(cluster)
   speeds = tuple(cluster.speeds) or (1.0,) * cluster.num_workers
   workers = Workers(speeds=speeds, step_time=step_time, jitter=cluster.jitter,
                     straggler_prob=cluster.straggler_prob,
-                    straggler_slowdown=cluster.straggler_slowdown, seed=cluster.seed)
-  return ClusterSpec(workers, network_from_config(cluster), overlap_from_config(cluster),
-                     cluster.get("message_bytes") or 0)
+                    straggler_slowdown=cluster.straggler_slowdown, seed=cluster.seed,
+                    node_size=network.workers_per_node,
+                    node_contention=cluster.get("node_contention", 0.0),
+                    interference=cluster.get("interference", 0.0),
+                    samples_per_step=samples_per_step)
+  return ClusterSpec(workers, network, overlap_from_config(cluster, gradients), message_bytes)

@@ -9,6 +9,7 @@ from here (`python scripts/scaling.py`).
 
 import dataclasses
 
+from odsgd_jax.cluster._calibration import TRANSPORTS
 from odsgd_jax.cluster._hardware import Network
 
 
@@ -23,25 +24,31 @@ class Preset:
 
 PRESETS: dict[str, Preset] = {
     "10gbe": Preset(
-        Network(bandwidth=1.25e9, latency=20e-6, topology="tree"),
+        Network(bandwidth=1.25e9, latency=20e-6, topology="tree",
+                efficiency=TRANSPORTS["tcp"].value),
         "commodity 10 Gigabit Ethernet, one NIC per worker, NCCL-style tree all-reduce",
-        "10 Gb/s line rate (IEEE 802.3ae); 20 us per message: typical one-way latency of "
+        "10 Gb/s line rate (IEEE 802.3ae), of which TCP reaches the fitted `tcp` share; "
+        "20 us per message: typical one-way latency of "
         "MPI/NCCL over kernel TCP sockets (an order of magnitude, not a measurement of ours)"),
     "ib_edr": Preset(
-        Network(bandwidth=12.5e9, latency=1e-6, topology="tree"),
+        Network(bandwidth=12.5e9, latency=1e-6, topology="tree",
+                efficiency=TRANSPORTS["infiniband"].value),
         "100 Gb/s InfiniBand EDR, one adapter per worker, tree all-reduce",
         "4x EDR: 4 lanes x 25 Gb/s = 100 Gb/s = 12.5 GB/s (InfiniBand Trade Association "
-        "roadmap); 1 us MPI one-way latency (ConnectX-4 class adapters: ~0.6 us in the "
+        "roadmap) at NCCL's achieved `infiniband` share; "
+        "1 us MPI one-way latency (ConnectX-4 class adapters: ~0.6 us in the "
         "adapter, plus the MPI stack)"),
     "dgx1_ib": Preset(
         Network(bandwidth=50e9, latency=1e-6, topology="hierarchical", intra_bandwidth=150e9,
-                workers_per_node=8, inter_topology="tree"),
+                workers_per_node=8, inter_topology="tree",
+                efficiency=TRANSPORTS["infiniband"].value,
+                intra_efficiency=TRANSPORTS["nvlink"].value),
         "8-GPU NVLink nodes (DGX-1 V100) with InfiniBand EDR between nodes: ring inside "
         "the node, tree across nodes",
         "inside: 6 NVLink 2.0 links x 25 GB/s = 150 GB/s per GPU and direction (NVIDIA "
         "DGX-1 with Tesla V100 system architecture white paper: 300 GB/s bidirectional); "
-        "across: 4 EDR adapters per node x 12.5 GB/s = 50 GB/s (same white paper); 1 us "
-        "latency as ib_edr"),
+        "across: 4 EDR adapters per node x 12.5 GB/s = 50 GB/s (same white paper); each at "
+        "its transport's achieved share (`nvlink`, `infiniband`); 1 us latency as ib_edr"),
     "tpu_v4": Preset(
         Network(bandwidth=268.6e9, latency=1e-6, topology="torus"),
         "TPU v4 chips on the inter-chip interconnect (ICI), a 3-D torus",
@@ -61,19 +68,24 @@ PRESETS: dict[str, Preset] = {
 
 @dataclasses.dataclass(frozen=True)
 class Workload:
-  """What one worker computes and sends per step."""
+  """What one worker computes and sends per step, and the model whose gradients those
+  are (their backward order: `odsgd_jax.models.gradient_profile(*model)`)."""
 
   step_time: float  # seconds of one step at speed 1
   message_bytes: float  # one float32 copy of the model's parameters
   description: str
+  model: tuple[str, tuple[int, ...]]  # (model name, input shape)
+  samples_per_step: int  # the batch the step time was measured at
 
 
 WORKLOADS: dict[str, Workload] = {
     "resnet50_v100": Workload(
-        step_time=32 / 367, message_bytes=25_557_032 * 4,
-        description="ResNet-50 (25,557,032 float32 parameters, 102.2 MB), batch 32 per worker "
-                    "on a V100 in FP32: 367 images/s (NVIDIA DeepLearningExamples, ResNet50 "
-                    "v1.5 for PyTorch, DGX-1 16GB, 1 GPU), 87.2 ms per step"),
+        step_time=112 / 367, message_bytes=25_557_032 * 4,
+        description="ResNet-50 (25,557,032 float32 parameters, 102.2 MB), batch 112 per "
+                    "worker on a V100 in FP32: 367 images/s (NVIDIA DeepLearningExamples, "
+                    "ResNet50 v1.5 for PyTorch, DGX-1 16GB, 1 GPU, at the FP32 batch of its "
+                    "configs.yml), 305.2 ms per step",
+        model=("resnet50", (224, 224, 3)), samples_per_step=112),
 }
 
 

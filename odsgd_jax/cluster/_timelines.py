@@ -26,10 +26,15 @@ class Overlap:
   DDP and Horovod do with gradient buckets (and XLA with asynchronous collectives).
 
   A step is a forward pass, (1 - backward_share) of its compute, then a backward
-  pass that produces the gradients at an even rate, last layers first. The
-  gradients are cut into buckets of `bucket_bytes`; a bucket's all-reduce starts
-  once every worker has produced it and the previous bucket's all-reduce is done.
-  Only what is left after the slowest backward pass adds to the tick.
+  pass that produces the gradients last layers first. With `gradients` (a model's
+  ((bytes, ready), ...) in backward order, `odsgd_jax.models.gradient_profile`) they
+  are packed in that order into buckets of up to `bucket_bytes` (a larger gradient
+  is a bucket of its own), a bucket ready once the backward pass has done `ready` of
+  its work for its last gradient; without, the gradients appear at an even rate and
+  are cut into equal buckets. A bucket's all-reduce starts once every worker has
+  produced it and the previous bucket's all-reduce is done. Only what is left after
+  the slowest backward pass adds to the tick, and communication that runs beside the
+  compute delays it (`Workers.interference`).
 
   Defaults: DDP's `bucket_cap_mb=25` (25 MiB) and forward:backward = 1:2 (a
   backward pass costs about twice the forward one: two matrix products per layer
@@ -38,11 +43,34 @@ class Overlap:
 
   backward_share: float = 2 / 3
   bucket_bytes: float = 25 * 2**20
+  gradients: tuple[tuple[float, float], ...] = ()
 
   def __post_init__(self):
     if not 0 <= self.backward_share <= 1 or self.bucket_bytes <= 0:
       raise ValueError(f"backward_share must be in [0, 1] and bucket_bytes positive, got "
                        f"{self.backward_share}, {self.bucket_bytes}")
+    if any(size < 0 or not 0 <= ready <= 1 for size, ready in self.gradients):
+      raise ValueError("gradients must be (bytes >= 0, ready in [0, 1]) pairs")
+
+  def buckets(self, message_bytes: float) -> list[tuple[float, float]]:
+    """(bytes, ready) of each bucket in the order they are all-reduced; `ready` is the
+    fraction of the backward pass done when the bucket is complete. A message of another
+    size than the profile's (a compressed one) scales every gradient alike."""
+    if not self.gradients:
+      count = max(1, math.ceil(message_bytes / self.bucket_bytes))
+      sizes = [min(self.bucket_bytes, message_bytes - i * self.bucket_bytes)
+               for i in range(count)]
+      done = np.cumsum(sizes)
+      return [(size, float(d / message_bytes)) for size, d in zip(sizes, done, strict=True)]
+    scale = message_bytes / sum(size for size, _ in self.gradients)
+    buckets, size, ready = [], 0.0, 0.0
+    for grad_bytes, grad_ready in self.gradients:
+      if size and size + grad_bytes * scale > self.bucket_bytes:
+        buckets.append((size, ready))
+        size = 0.0
+      size, ready = size + grad_bytes * scale, grad_ready
+    buckets.append((size, ready))
+    return buckets
 
 
 @dataclasses.dataclass
@@ -91,20 +119,25 @@ class Timeline:
   def synchronous_duration(self, compute: np.ndarray, message_bytes: float,
                            gathers: bool = False) -> float:
     """Compute, then the all-reduce of the gradients: overlapped with the backward
-    pass bucket by bucket (`overlap`), or after it (`overlap=None`)."""
+    pass bucket by bucket (`overlap`), or after it (`overlap=None`). Communication
+    that runs before the slowest worker's compute ends delays that end by
+    `interference` times its length."""
     slowest = float(compute.max())
     if self.overlap is None or message_bytes <= 0:
       return slowest + self.allreduce_time(message_bytes, gathers)
-    beta, bucket = self.overlap.backward_share, self.overlap.bucket_bytes
-    num_buckets = max(1, math.ceil(message_bytes / bucket))
-    done, end = 0.0, 0.0
-    for _ in range(num_buckets):
-      size = min(bucket, message_bytes - done)
-      done += size
+    beta = self.overlap.backward_share
+    end, overlapped = 0.0, 0.0
+    for size, ready_share in self.overlap.buckets(message_bytes):
       # every worker has produced this bucket once the slowest has: c (1 - beta + beta q)
-      ready = slowest * (1 - beta + beta * done / message_bytes)
-      end = max(ready, end) + self.allreduce_time(size, gathers)
-    return max(end, slowest)
+      start = max(slowest * (1 - beta + beta * ready_share), end)
+      end = start + self.allreduce_time(size, gathers)
+      overlapped += max(0.0, min(end, slowest) - start)
+    return max(end, slowest + self.workers.interference * overlapped)
+
+  def beside_compute(self, slowest: float, communication: float) -> float:
+    """A tick whose communication runs beside the whole compute (a pipelined or
+    gossiping step): the longer of the two, the compute delayed by the overlap."""
+    return max(communication, slowest + self.workers.interference * min(communication, slowest))
 
   def _message(self, message_bytes: float | None) -> float:
     return self.message_bytes if message_bytes is None else message_bytes
@@ -135,8 +168,9 @@ class SynchronousTimeline(Timeline):
 class PipelinedTimeline(Timeline):
   """odsgd, pseudo_sync: step t's all-reduce overlaps step t+1's compute.
 
-  duration = max(max_i c_i, allreduce(S)); during `warmup_steps` a synchronous
-  tick, as ssgd's. Only communication that outlasts the compute is exposed.
+  duration = max(max_i c_i + interference * min(allreduce(S), max_i c_i), allreduce(S));
+  during `warmup_steps` a synchronous tick, as ssgd's. Only communication that outlasts
+  the compute is exposed, and the compute pays for running beside it.
   """
 
   def __init__(self, workers, network, message_bytes, overlap=None, *, warmup_steps: int = 0,
@@ -152,7 +186,7 @@ class PipelinedTimeline(Timeline):
     if tick < self.warmup_steps:
       duration = self.synchronous_duration(compute, message, gathers)
     else:
-      duration = max(slowest, self.allreduce_time(message, gathers))
+      duration = self.beside_compute(slowest, self.allreduce_time(message, gathers))
     exposed = duration - slowest
     return TickCost(duration, compute, np.full(self.num_workers, exposed), slowest - compute)
 
@@ -284,8 +318,8 @@ class GossipTimeline(Timeline):
   exchange = peers x message(S): a worker sends one copy to each peer, one after
   another over its own link (and receives as many at the same time); on the complete
   graph the mean is an all-reduce. combine_first mixes the parameters the gradient is
-  taken at, so the exchange runs beside the compute: duration = max(max_i c_i,
-  exchange); step_first mixes after the step: max_i c_i + exchange.
+  taken at, so the exchange runs beside the compute: duration = max(max_i c_i (+ its
+  interference), exchange); step_first mixes after the step: max_i c_i + exchange.
   """
 
   def __init__(self, workers, network, message_bytes, overlap=None, *, graph: str = "ring",
@@ -306,6 +340,7 @@ class GossipTimeline(Timeline):
     compute = self.workers.compute_times(tick)
     slowest = compute.max()
     exchange = self.exchange_time(self._message(message_bytes))
-    duration = max(slowest, exchange) if self.order == "combine_first" else slowest + exchange
+    duration = (self.beside_compute(slowest, exchange) if self.order == "combine_first"
+                else slowest + exchange)
     return TickCost(duration, compute, np.full(self.num_workers, duration - slowest),
                     slowest - compute)

@@ -10,6 +10,7 @@ from odsgd_jax.models._resnet import ResNet50 as ResNet50
 from odsgd_jax.models._simple import CNN1D as CNN1D
 from odsgd_jax.models._simple import MLP as MLP
 from odsgd_jax.models._simple import LeNet5 as LeNet5
+from odsgd_jax.models._vgg import VGG16 as VGG16
 
 MODELS: dict[str, type[nn.Module]] = {
     "mlp": MLP,
@@ -17,6 +18,7 @@ MODELS: dict[str, type[nn.Module]] = {
     "lenet5": LeNet5,
     "resnet20": ResNet20,
     "resnet50": ResNet50,
+    "vgg16": VGG16,
 }
 
 
@@ -34,3 +36,7 @@ def make_model(name: str, num_classes: int, **options: Any) -> nn.Module:
   if name not in MODELS:
     raise KeyError(f"unknown model {name!r}; choose one of {sorted(MODELS)}")
   return MODELS[name](num_classes=num_classes, **options)
+
+
+# After make_model, which it uses.
+from odsgd_jax.models._profile import gradient_profile as gradient_profile  # noqa: E402

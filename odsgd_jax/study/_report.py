@@ -37,12 +37,20 @@ def describe_cluster(config: ml_collections.ConfigDict) -> str:
   else:
     network = (f"{cluster.topology} at {cluster.bandwidth:.3g} B/s, latency "
                f"{cluster.latency:g} s")
+  if cluster.get("transport"):
+    network += f" at {cluster.transport}'s achieved share"
   message = (f", message {cluster.message_bytes:.4g} B" if cluster.message_bytes else "")
+  step = f"{cluster.step_time or 'measured'} s per step"
+  if cluster.get("workload"):
+    message, step = "", f"workload {cluster.workload}"
   overlap = ("ssgd all-reduce overlapped with the backward pass in "
              f"{cluster.bucket_bytes / 2**20:g} MiB buckets" if cluster.overlap == "buckets"
              else "no overlap of ssgd's all-reduce")
-  return (f"{cluster.num_workers} workers, speeds {speeds}, {network}{message}, "
-          f"{cluster.step_time or 'measured'} s per step, {overlap}")
+  terms = (f"step-time noise sigma {cluster.jitter:g}, interference "
+           f"{cluster.get('interference', 0.0):g}, node contention "
+           f"{cluster.get('node_contention', 0.0):g} s per sample (docs/clock.md)")
+  return (f"{cluster.num_workers} workers, speeds {speeds}, {network}{message}, {step}, "
+          f"{overlap}, {terms}")
 
 
 def caption(config: ml_collections.ConfigDict, seeds: Sequence[int], command: str) -> str:

@@ -5,9 +5,11 @@ tick; with homogeneous workers a tick processes N batches, so the weak-scaling
 efficiency is T(1) / T(N). Seconds for thousands of workers, on any preset.
 """
 
+import dataclasses
 from typing import Any, Sequence
 
-from odsgd_jax.cluster import PRESETS, Network, Overlap, Workers
+from odsgd_jax.cluster import PRESETS, Network, Overlap, Workers, Workload, calibration
+from odsgd_jax.models import gradient_profile
 from odsgd_jax.strategies import get_strategy
 
 DDP_OVERLAP = Overlap()  # DDP's defaults: 25 MiB buckets, backward 2/3 of a step
@@ -24,7 +26,7 @@ SCALING_STRATEGIES: dict[str, tuple[str, dict[str, Any], bool]] = {
 
 
 def seconds_per_tick(strategy: str, options: dict[str, Any], workers: Workers, network: Network,
-                     message_bytes: float, overlap: Overlap | None, ticks: int = 8) -> float:
+                     message_bytes: float, overlap: Overlap | None, ticks: int = 64) -> float:
   """Mean simulated seconds of a tick over `ticks` ticks in steady state (local SGD:
   whole rounds of `options["period"]` ticks, the last one synchronizing)."""
   timeline = get_strategy(strategy).make_timeline(workers, network, message_bytes, overlap,
@@ -38,15 +40,32 @@ def seconds_per_tick(strategy: str, options: dict[str, Any], workers: Workers, n
   return total / ticks
 
 
-def weak_scaling(network: Network, step_time: float, message_bytes: float,
-                 sizes: Sequence[int], overlap: Overlap | None = DDP_OVERLAP,
+def workers_for(n: int, workload: Workload, network: Network, ideal: bool = False) -> Workers:
+  """n homogeneous workers running `workload`, with the calibrated clock's noise,
+  interference and node contention (`ideal`: none of them, the clock before validation)."""
+  terms = {} if ideal else {"jitter": calibration.NOISE.value,
+                            "interference": calibration.INTERFERENCE.value,
+                            "node_contention": calibration.NODE_CONTENTION.value}
+  return Workers((1.0,) * n, workload.step_time, node_size=network.workers_per_node,
+                 samples_per_step=workload.samples_per_step, **terms)
+
+
+def weak_scaling(network: Network, workload: Workload, sizes: Sequence[int],
+                 overlap: Overlap | None = DDP_OVERLAP,
                  strategies: dict[str, tuple[str, dict[str, Any], bool]] = SCALING_STRATEGIES,
-                 ) -> dict[str, dict[int, float]]:
-  """{label: {N: efficiency}} with efficiency = T(1) / T(N), T the seconds per tick."""
+                 ideal: bool = False) -> dict[str, dict[int, float]]:
+  """{label: {N: efficiency}} with efficiency = T(1) / T(N), T the seconds per tick, the
+  overlap's buckets following the workload's model (`ideal`: the clock before validation:
+  noiseless workers, links at line rate, even gradient rate, no interference)."""
+  if ideal:
+    network = dataclasses.replace(network, efficiency=1.0, intra_efficiency=1.0)
+  elif overlap is not None:
+    overlap = dataclasses.replace(overlap, gradients=gradient_profile(*workload.model))
   efficiency = {}
   for label, (strategy, options, overlapped) in strategies.items():
-    times = {n: seconds_per_tick(strategy, options, Workers((1.0,) * n, step_time), network,
-                                 message_bytes, overlap if overlapped else None)
+    times = {n: seconds_per_tick(strategy, options, workers_for(n, workload, network, ideal),
+                                 network, workload.message_bytes,
+                                 overlap if overlapped else None)
              for n in sorted(set(sizes) | {1})}
     efficiency[label] = {n: float(times[1] / times[n]) for n in sizes}
   return efficiency

@@ -186,8 +186,9 @@ class _Run:
       state, saved = self.checkpoints.restore(resumed_step, state, self.identity)
     if self.is_writer:  # only once the checkpoint is known to belong to this config
       _write_json_atomically(self.workdir / "config.json", self.x.config.to_dict())
-    clock = simulated_clock(self.x.config.cluster, self.x.strategy,
-                            self._step_time(saved, state), message_bytes(state.params))
+    clock = simulated_clock(self.x.config, self.x.strategy, self._step_time(saved, state),
+                            message_bytes(state.params), self.x.batch_per_worker,
+                            self.x.spec.input_shape, self.x.spec.num_classes)
     progress = _Progress(self.x, clock, saved)
     self.batches.seek(progress.data_positions[self.workers.start:self.workers.stop])
     return state, resumed_step, progress

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from odsgd_jax import cluster
+from odsgd_jax import cluster, models
 from odsgd_jax.cluster import Schedule, Timeline
 from odsgd_jax.strategies import StrategySpec
 
@@ -40,15 +40,38 @@ def calibrate_step_time(train_step: Callable, state: Any, batch: Any, schedule: 
   return float(np.median(times)) / workers_per_device
 
 
-def simulated_clock(cluster_config: ml_collections.ConfigDict, strategy: StrategySpec,
-                    step_time: float, model_bytes: float) -> "SimulatedClock":
+def simulated_clock(config: ml_collections.ConfigDict, strategy: StrategySpec,
+                    step_time: float, model_bytes: float, samples_per_step: int,
+                    input_shape: tuple[int, ...], num_classes: int) -> "SimulatedClock":
   """The clock of a config's `cluster` section, with `strategy`'s timeline; the one place
   a run turns its cluster section into cluster objects (`cluster.from_config`), once
-  `step_time` is known. `model_bytes`: the trained model's float bytes."""
-  spec = cluster.from_config(cluster_config, step_time)
+  `step_time` is known. `model_bytes`: the trained model's float bytes; a worker's step
+  takes `samples_per_step` samples of `input_shape`."""
+  cluster_config = config.cluster
+  spec = cluster.from_config(cluster_config, step_time, samples_per_step,
+                             gradient_order(config, input_shape, num_classes, model_bytes))
   num_bytes = spec.message_bytes or model_bytes
   timeline = strategy.make_timeline(spec.workers, spec.network, num_bytes, spec.overlap)
-  return SimulatedClock(timeline, step_time, model_bytes, num_bytes)
+  return SimulatedClock(timeline, spec.workers.step_time, model_bytes, num_bytes)
+
+
+def gradient_order(config: ml_collections.ConfigDict, input_shape: tuple[int, ...],
+                   num_classes: int, model_bytes: float) -> tuple[tuple[float, float], ...]:
+  """The timed model's gradients in backward order, for the overlap's buckets: the
+  workload's model when one is named, else the trained model's. Empty (an even rate,
+  which is the same thing) when the message fits in one bucket or nothing overlaps."""
+  cluster_config = config.cluster
+  if cluster_config.overlap == "none":
+    return ()
+  if cluster_config.get("workload"):
+    name, shape = cluster.WORKLOADS[cluster_config.workload].model
+    return models.gradient_profile(name, shape)
+  if model_bytes <= cluster_config.bucket_bytes:
+    return ()
+  options = {k: tuple(v) if isinstance(v, list) else v
+             for k, v in config.model.to_dict().items() if k != "name"}
+  return models.gradient_profile(config.model.name, tuple(input_shape), num_classes,
+                                 **options)
 
 
 class SimulatedClock:

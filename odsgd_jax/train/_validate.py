@@ -10,7 +10,7 @@ from typing import Any
 import jax
 import ml_collections
 
-from odsgd_jax.cluster import INTER_TOPOLOGIES, PRESETS, TOPOLOGIES
+from odsgd_jax.cluster import INTER_TOPOLOGIES, PRESETS, TOPOLOGIES, TRANSPORTS, WORKLOADS
 from odsgd_jax.data import DATASETS
 from odsgd_jax.domains import check_value, integer
 from odsgd_jax.models import MODELS, model_options
@@ -38,7 +38,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "cluster": ("num_workers", "speeds", "step_time", "compute_scale", "jitter",
                 "straggler_prob", "straggler_slowdown", "preset", "topology", "bandwidth",
                 "latency", "intra_bandwidth", "workers_per_node", "inter_topology",
-                "message_bytes", "overlap", "backward_share", "bucket_bytes", "seed"),
+                "message_bytes", "overlap", "backward_share", "bucket_bytes", "seed",
+                "interference", "node_contention", "transport", "workload"),
     "parallel": ("num_devices", "devices_per_worker"),
     "train": ("num_steps", "eval_every", "checkpoint_every", "log_every", "norms_every", "seed",
               "max_checkpoints", "progress_bar", "target_accuracy"),
@@ -163,6 +164,10 @@ def _check_numbers(config: ml_collections.ConfigDict) -> None:
   _check_choice("cluster.overlap", cluster.overlap, OVERLAPS)
   if cluster.preset:
     _check_choice("cluster.preset", cluster.preset, PRESETS)
+  if cluster.transport:
+    _check_choice("cluster.transport", cluster.transport, TRANSPORTS)
+  if cluster.workload:
+    _check_choice("cluster.workload", cluster.workload, WORKLOADS)
   if not 0 <= cluster.backward_share <= 1:
     raise ConfigError(f"cluster.backward_share={cluster.backward_share} must be in [0, 1]")
   if cluster.speeds and (len(cluster.speeds) != cluster.num_workers
@@ -172,7 +177,8 @@ def _check_numbers(config: ml_collections.ConfigDict) -> None:
   for name in ("bandwidth", "compute_scale", "intra_bandwidth", "workers_per_node",
                "straggler_slowdown", "bucket_bytes"):
     _check_positive(f"cluster.{name}", cluster[name])
-  for name in ("step_time", "jitter", "latency", "message_bytes"):
+  for name in ("step_time", "jitter", "latency", "message_bytes", "interference",
+               "node_contention"):
     _check_positive(f"cluster.{name}", cluster[name], allow_zero=True)
   if not 0 <= cluster.straggler_prob <= 1:
     raise ConfigError(f"cluster.straggler_prob={cluster.straggler_prob} must be in [0, 1]")
