@@ -125,19 +125,16 @@ CASES: tuple[Case, ...] = (
                                           ("inception_v3", 142, 512, 0.90),
                                           ("vgg16", 154, 128, 0.79),
                                           ("vgg16", 154, 512, 0.68))),
-    # DeepLearningExamples: one DGX node, PyTorch DDP over NVLink.
-    Case("dle", "DGX-1 16GB, FP32, batch 112", "resnet50", 112, 367, 8, 8,
-         (NVLINK_V100, "nvlink"), "ddp", round(2855 / (8 * 367), 4)),
-    Case("dle", "DGX-1 32GB, FP32, batch 112", "resnet50", 112, 356, 8, 8,
-         (NVLINK_V100, "nvlink"), "ddp", round(2766 / (8 * 356), 4)),
-    Case("dle", "DGX-1 16GB, AMP, batch 256", "resnet50", 256, 1200, 8, 8,
-         (NVLINK_V100, "nvlink"), "ddp", round(8322 / (8 * 1200), 4)),
-    Case("dle", "DGX-1 32GB, AMP, batch 256", "resnet50", 256, 1156, 8, 8,
-         (NVLINK_V100, "nvlink"), "ddp", round(8056 / (8 * 1156), 4)),
-    Case("dle", "DGX A100 80GB, TF32, batch 256", "resnet50", 256, 938, 8, 8,
-         (NVLINK_A100, "nvlink"), "ddp", round(7248 / (8 * 938), 4)),
-    Case("dle", "DGX A100 80GB, AMP, batch 256", "resnet50", 256, 2470, 8, 8,
-         (NVLINK_A100, "nvlink"), "ddp", round(16621 / (8 * 2470), 4)),
+    # DeepLearningExamples: one DGX node, PyTorch DDP over NVLink (images/s, 1 and 8 GPUs).
+    *(Case("dle", f"{machine}, {precision}, batch {batch}", "resnet50", batch, one, 8, 8,
+           (link, "nvlink"), "ddp", round(many / (8 * one), 4))
+      for machine, precision, batch, one, many, link in (
+          ("DGX-1 16GB", "FP32", 112, 367, 2855, NVLINK_V100),
+          ("DGX-1 32GB", "FP32", 112, 356, 2766, NVLINK_V100),
+          ("DGX-1 16GB", "AMP", 256, 1200, 8322, NVLINK_V100),
+          ("DGX-1 32GB", "AMP", 256, 1156, 8056, NVLINK_V100),
+          ("DGX A100 80GB", "TF32", 256, 938, 7248, NVLINK_A100),
+          ("DGX A100 80GB", "AMP", 256, 2470, 16621, NVLINK_A100))),
     # Goyal et al.: Big Basin servers (8 P100, NVLink), 50 Gb/s Ethernet, Gloo's
     # recursive halving/doubling across servers, each layer reduced during backprop.
     Case("goyal", "32 servers x 8 P100, 50 Gb/s Ethernet, batch 32", "resnet50", 32, 195,
