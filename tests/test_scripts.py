@@ -13,6 +13,14 @@ from odsgd_jax.train import train_and_evaluate
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.fixture(autouse=True)
+def _scripts_read_the_sessions_data(data_dir, monkeypatch):
+  """Scripts run without a data folder read TFDS_DATA_DIR: this session's, where the data
+  sets are prepared once, not ~/tensorflow_datasets (on a fresh machine each script would
+  prepare them again there)."""
+  monkeypatch.setenv("TFDS_DATA_DIR", data_dir)
+
+
 def _script(*args, timeout=600):
   result = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
                           timeout=timeout)
