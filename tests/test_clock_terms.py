@@ -42,6 +42,20 @@ def test_a_sharded_parameter_server_divides_the_servers_load():
   assert across.allreduce_time(16, 1e6) == pytest.approx(2 * 3 / 4 * 1e6 / 1e10 + 2e-3)
 
 
+def test_colocated_shards_share_the_workers_links():
+  # 8 nodes, 4 of them also hold a shard of S/4: such a node takes 7 other workers'
+  # S/4 pushes and sends its own S to the 3 other shards (3 S/4): 2.5 S on its link
+  four = Network(bandwidth=1e9, latency=1e-5, topology="ps", servers=4, colocated=True)
+  assert four.allreduce_time(8, 1e6) == pytest.approx(2.5e-3 + 1e-5)
+  # one shard per node: 7 S/8 in and 7 S/8 out, 1.75 S; a lone shard: 7 pushes of S
+  every = Network(bandwidth=1e9, topology="ps", servers=8, colocated=True)
+  assert every.allreduce_time(8, 1e6) == pytest.approx(1.75e-3)
+  alone = Network(bandwidth=1e9, topology="ps", servers=1, colocated=True)
+  assert alone.allreduce_time(8, 1e6) == pytest.approx(7e-3)
+  more = Network(bandwidth=1e9, topology="ps", servers=16, colocated=True)
+  assert more.allreduce_time(8, 1e6) == pytest.approx(every.allreduce_time(8, 1e6))
+
+
 def test_node_contention_costs_each_worker_its_neighbours_samples():
   workers = Workers((1.0,) * 4, 0.1, node_size=4, node_contention=1e-3, samples_per_step=10)
   np.testing.assert_allclose(workers.compute_times(0), 0.1 + 1e-3 * 10 * 3)
@@ -127,10 +141,10 @@ def test_the_fitted_constants_are_the_fits_optimum():
 
 def test_held_out_rows_within_ten_points_and_their_mean_error():
   """The target on held-out rows: at least 85% within 10 points (met) and a mean absolute
-  error of at most 5 points (not met: 6.5, the EC2 ResNet-152 row alone -28.6; docs/clock.md).
+  error of at most 5 points (not met: 5.7, the EC2 ResNet-152 row alone -26.0; docs/clock.md).
   This guards the figures docs/clock.md states from getting worse unnoticed."""
   errors = cv.errors()
   held = np.array([not cv.is_fitted(i) for i in range(len(cv.CASES))])
   assert len(cv.CASES) >= 15 and len({case.source for case in cv.CASES}) >= 4
   assert np.mean(np.abs(errors[held]) <= 10) >= 0.85
-  assert np.mean(np.abs(errors[held])) <= 6.5
+  assert np.mean(np.abs(errors[held])) <= 5.75

@@ -45,7 +45,7 @@ TRANSPORTS: dict[str, Term] = {
     "pcie": Term(1.0, "fitted on the validation set's fitted half", fitted=True),
     "tcp": Term(1.0, "fitted on the validation set's fitted half (collectives over TCP "
                      "sockets: NCCL's socket transport, Gloo)", fitted=True),
-    "grpc": Term(0.15, "fitted on the validation set's fitted half (TensorFlow's gRPC "
+    "grpc": Term(0.2, "fitted on the validation set's fitted half (TensorFlow's gRPC "
                       "transfers to parameter servers, 2017)", fitted=True),
     "tf_nccl": Term(0.15, "fitted on the validation set's fitted half (TensorFlow's 2017 "
                          "NCCL 1 all-reduce of its replicated mode, over NVLink)", fitted=True),

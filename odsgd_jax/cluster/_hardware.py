@@ -88,6 +88,10 @@ class Network:
     ps:    max(N / servers, 1) * S/B + latency  (a parameter server sharded over
            `servers` links, each receiving its 1/servers of every push while sending
            the same of every pull (full duplex); a worker's own link carries S)
+    ps, colocated: (N + k - 2)/k * S/B + latency for k = min(servers, N) shards run
+           on k of the workers' own nodes (TensorFlow's benchmarks on EC2): a node
+           holding a shard carries its shard's pushes from the N-1 other workers and
+           its own push to the k-1 other shards on one full-duplex link
     hierarchical: a ring inside each node of k workers at the intra-node bandwidth,
            then a ring, tree or sharded server (`inter_topology`) across the N/k nodes.
 
@@ -102,6 +106,7 @@ class Network:
     efficiency: achieved fraction of `bandwidth`.
     intra_efficiency: achieved fraction of `intra_bandwidth`.
     servers: parameter-server shards ("ps", or a "ps" stage across nodes).
+    colocated: the shards run on the workers' nodes and share their links.
   """
 
   bandwidth: float
@@ -113,6 +118,7 @@ class Network:
   efficiency: float = 1.0
   intra_efficiency: float = 1.0
   servers: int = 1
+  colocated: bool = False
 
   def __post_init__(self):
     if self.topology not in TOPOLOGIES:
@@ -141,14 +147,16 @@ class Network:
     if num_workers <= 1:
       return 0.0
     if self.topology == "ps":
-      return _ps(num_workers, num_bytes, self.achieved, self.latency, self.servers)
+      return _ps(num_workers, num_bytes, self.achieved, self.latency, self.servers,
+                 self.colocated)
     if self.topology == "hierarchical":
       per_node = min(self.workers_per_node, num_workers)
       nodes = -(-num_workers // per_node)
       inside = _ring(per_node, num_bytes, self.intra_bandwidth * self.intra_efficiency,
                      self.latency)
       if self.inter_topology == "ps":
-        return inside + _ps(nodes, num_bytes, self.achieved, self.latency, self.servers)
+        return inside + _ps(nodes, num_bytes, self.achieved, self.latency, self.servers,
+                            self.colocated)
       return inside + _STAGES[self.inter_topology](nodes, num_bytes, self.achieved,
                                                    self.latency)
     return _STAGES[self.topology](num_workers, num_bytes, self.achieved, self.latency)
@@ -206,9 +214,13 @@ def _torus(n: int, num_bytes: float, bandwidth: float, latency: float) -> float:
   return _bandwidth_term(n, num_bytes, bandwidth) + 2 * hops * latency
 
 
-def _ps(n: int, num_bytes: float, bandwidth: float, latency: float, servers: int) -> float:
+def _ps(n: int, num_bytes: float, bandwidth: float, latency: float, servers: int,
+        colocated: bool = False) -> float:
   if n <= 1:
     return 0.0
+  if colocated:
+    shards = min(servers, n)
+    return (n + shards - 2) / shards * num_bytes / bandwidth + latency
   return max(n / servers, 1.0) * num_bytes / bandwidth + latency
 
 

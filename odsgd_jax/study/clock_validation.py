@@ -76,6 +76,7 @@ class Case:
   baseline_gpus: int = 1
   inter: tuple[float, str, str] | None = None  # (line rate, transport, topology)
   servers: int = 1  # parameter-server shards (a "ps" topology)
+  colocated: bool = False  # the shards run on the workers' nodes
   latency: float = 5e-6
   compute_from: str = "same table"
 
@@ -85,6 +86,8 @@ class Case:
 
 
 def _tf(model, batch, one, many, gpus, library, intra, **kw):
+  kw.setdefault("colocated", "inter" in kw)  # "EC2 instances running worker servers
+  # also ran parameter servers" (the benchmarks page, EC2 distributed details)
   return Case("tf", kw.pop("where"), model, batch, one, gpus, 8, intra, library,
               round(many / (gpus * one), 4), **kw)
 
@@ -178,7 +181,8 @@ def network(case: Case, values: dict[str, float], gpus: int) -> Network:
   return Network(bandwidth=rate, latency=case.latency, topology="hierarchical",
                  intra_bandwidth=intra_rate, workers_per_node=case.per_node,
                  inter_topology=inter_topology, efficiency=achieved(transport),
-                 intra_efficiency=achieved(intra_transport), servers=case.servers)
+                 intra_efficiency=achieved(intra_transport), servers=case.servers,
+                 colocated=case.colocated)
 
 
 def seconds_per_step(case: Case, gpus: int, values: dict[str, float], ticks: int = 64) -> float:
