@@ -4,8 +4,9 @@
       [--config.optimizer.learning_rate=0.05 ...]
 
 A workdir that holds a checkpoint resumes from it. A bad config, a missing data
-set, a checkpoint of another run or a diverging run stops with one message (exit
-status 1), never a traceback. SIGTERM saves a checkpoint and exits 0.
+set, a checkpoint of another run, a workdir another run is using or that cannot be
+written (read-only, full) or a diverging run stops with one message (exit status 1),
+never a traceback. SIGTERM saves a checkpoint and exits 0.
 
 Several processes (one per host, or several on one host), JAX's own runtime:
 
@@ -30,7 +31,8 @@ from ml_collections import config_flags
 from odsgd_jax import parallel
 from odsgd_jax.data import DataError
 from odsgd_jax.train import (CheckpointError, ConfigError, NonFiniteLossError, Preempted,
-                             train_and_evaluate)
+                             WorkdirError, hide_abandoned_save_noise, train_and_evaluate,
+                             validate_config)
 
 # New attributes are accepted so that options of the chosen model or strategy can be
 # set without being listed in the file (--config.model.hidden_sizes=(64,)); a
@@ -73,12 +75,29 @@ def _parse_flags(argv):
     print(f"error: --config does not load: {_last_line(error)}" if loading
           else f"error: {_last_line(error)} (see --helpshort)", file=sys.stderr)
     sys.exit(1)
-  except (AttributeError, KeyError) as error:  # raised by the locked config override
+  except AttributeError as error:
+    if "get_config" in str(error):  # the file loaded but defines no get_config()
+      print(f"error: --config {_config_path(argv)} has no get_config() function: a config file "
+            f"defines get_config() returning an ml_collections.ConfigDict (see "
+            f"configs/default.py)", file=sys.stderr)
+      sys.exit(1)
+    _unknown_override(argv, error)
+  except KeyError as error:  # raised by the locked config override
     _unknown_override(argv, error)
   except Exception as error:  # noqa: BLE001 -- the config file's own code raised it
     print(f"error: --config does not load: {type(error).__name__}: {_last_line(error)}",
           file=sys.stderr)
     sys.exit(1)
+
+
+def _config_path(argv) -> str:
+  """The --config file named on the command line (--config F or --config=F)."""
+  for flag, value in zip(argv, [*argv[1:], ""], strict=True):
+    if flag.startswith("--config="):
+      return flag.partition("=")[2]
+    if flag == "--config":
+      return value
+  return "file"
 
 
 def _unknown_override(argv, error):
@@ -149,12 +168,18 @@ def main(argv):
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
     logging.get_absl_handler().addFilter(_without_orbax_errors)
+  hide_abandoned_save_noise()
   _start_processes()
   try:
     config = _CONFIG.value
     config.keys()  # a config file that failed to load raises its error on first use
   except Exception as error:  # noqa: BLE001 -- whatever the file raised, said in one line
     print(f"error: --config does not load: {_last_line(error)}", file=sys.stderr)
+    sys.exit(1)
+  try:  # the start line below describes a config that can run on these devices
+    validate_config(config, jax.device_count())
+  except ConfigError as error:
+    print(f"error: {error}", file=sys.stderr)
     sys.exit(1)
   if jax.process_index() == 0:  # a GPU user sees at once whether the run is on the CPU
     in_use = parallel.devices_in_use(config.cluster.num_workers, jax.device_count(),
@@ -171,7 +196,7 @@ def main(argv):
   except Preempted as notice:
     print(notice, file=sys.stderr)
     sys.exit(0)
-  except (ConfigError, DataError, CheckpointError, NonFiniteLossError) as error:
+  except (ConfigError, DataError, CheckpointError, NonFiniteLossError, WorkdirError) as error:
     print(f"error: {error}", file=sys.stderr, flush=True)
     _exit_after_error(1)
   except parallel.PeerLostError as error:

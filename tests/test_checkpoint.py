@@ -49,7 +49,7 @@ def _change(config, change):
 
 @pytest.mark.parametrize("change,expected", [
     ("strategy", "strategy: checkpoint 'odsgd', config 'ssgd'"),
-    ("model", "model: checkpoint {'name': 'cnn1d'}, config {'channels': 8, 'name': 'cnn1d'}"),
+    ("model", "model.channels: checkpoint None, config 8"),
     ("workers", "num_workers: checkpoint 8, config 16"),
     ("compression", "compression: checkpoint 'none', config 'topk:0.1'"),
 ])

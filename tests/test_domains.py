@@ -88,3 +88,15 @@ def test_values_inside_the_domains_pass():
     validate_config(config_with("strategy", "compression", spec), 8)
   validate_config(config_with("strategy", "alpha_min", 0.0, "pseudo_sync"), 8)
   validate_config(config_with("optimizer", "decay_epochs", (80, 120)), 8)
+
+
+def test_every_model_option_has_a_domain_and_its_default_is_in_it():
+  from odsgd_jax import models
+  for name in models.MODELS:
+    options = models.model_options(name)
+    assert set(models.DOMAINS[name]) == set(options), name
+    for option, value in options.items():
+      assert models.DOMAINS[name][option].problem(value) is None, (name, option)
+  sizes = models.DOMAINS["resnet20"]["widths"]
+  assert sizes.problem((16, 0)) and sizes.problem(()) and sizes.problem(16)
+  assert models.DOMAINS["mlp"]["hidden_sizes"].problem(()) is None  # a linear model

@@ -178,7 +178,8 @@ def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(small_config, tmp_
   small_config.train.checkpoint_every = 1
   small_config.train.num_steps = 200
   workdir = str(tmp_path / "run")
-  with pytest.raises(NonFiniteLossError, match=r"at step \d+: training diverged.*intact"):
+  with pytest.raises(NonFiniteLossError,
+                     match=r"at step \d+: training diverged.*in a new --workdir"):
     train_and_evaluate(small_config, workdir)
   steps = sorted(int(s) for s in os.listdir(os.path.join(workdir, "checkpoints")))
   assert steps, "the steps before divergence were checkpointed"

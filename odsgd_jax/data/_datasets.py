@@ -7,6 +7,7 @@ training time, and says how to prepare a data set that is missing.
 """
 
 import dataclasses
+import logging
 import os
 from typing import Any, NamedTuple
 
@@ -128,8 +129,23 @@ def _open_catalog_dataset(name: str, data_dir: str) -> tfds.core.DatasetBuilder:
   return builder
 
 
+def _without_unprepared_folder_warnings(record: logging.LogRecord) -> bool:
+  """TFDS warns of a version folder without dataset_info.json: while this process (or
+  another, waiting on the lock) prepares the data set, that is every such folder."""
+  return "has no dataset_info.json" not in record.getMessage()
+
+
 def _prepare_offline_dataset(spec: DatasetSpec, name: str, data_dir: str):
   tfds.disable_progress_bar()  # preparing takes a second; its bars only clutter the log
+  absl_logger = logging.getLogger("absl")
+  absl_logger.addFilter(_without_unprepared_folder_warnings)
+  try:
+    return _prepare(spec, name, data_dir)
+  finally:
+    absl_logger.removeFilter(_without_unprepared_folder_warnings)
+
+
+def _prepare(spec: DatasetSpec, name: str, data_dir: str):
   builder = spec.builder(data_dir=data_dir, file_format="array_record")
   if builder.is_prepared():  # read-only folders with the data set in them work too
     return builder

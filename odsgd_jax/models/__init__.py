@@ -5,6 +5,7 @@ from typing import Any
 
 import flax.linen as nn
 
+from odsgd_jax import domains
 from odsgd_jax.models._resnet import ResNet20 as ResNet20
 from odsgd_jax.models._resnet import ResNet50 as ResNet50
 from odsgd_jax.models._simple import CNN1D as CNN1D
@@ -19,6 +20,33 @@ MODELS: dict[str, type[nn.Module]] = {
     "resnet20": ResNet20,
     "resnet50": ResNet50,
     "vgg16": VGG16,
+}
+
+
+def _sizes(*, allow_empty: bool = False) -> domains.Domain:
+  """A tuple (or list) of layer sizes, each an integer >= 1."""
+  def problem(value: Any) -> str | None:
+    if not isinstance(value, (tuple, list)):
+      return "is not a tuple of integers"
+    if not value and not allow_empty:
+      return "is empty"
+    if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value):
+      return "holds a size that is not an integer >= 1"
+    return None
+  return domains.Domain("other", check=problem,
+                        text=f"a{'' if allow_empty else ' non-empty'} tuple of integers >= 1")
+
+
+_DROPOUT = domains.real(0, 1, high_open=True)
+# Every option a config may set, by model: checked with the config, before any data is
+# read (tests/test_domains.py checks that each constructor field has one).
+DOMAINS: dict[str, dict[str, domains.Domain]] = {
+    "mlp": {"hidden_sizes": _sizes(allow_empty=True), "dropout_rate": _DROPOUT},
+    "cnn1d": {"channels": domains.integer(1), "dropout_rate": _DROPOUT},
+    "lenet5": {},
+    "resnet20": {"widths": _sizes(), "blocks_per_stage": domains.integer(1)},
+    "resnet50": {"stage_sizes": _sizes()},
+    "vgg16": {"dropout_rate": _DROPOUT},
 }
 
 

@@ -2,6 +2,7 @@
 
 from odsgd_jax.train._checkpoint import CheckpointError as CheckpointError
 from odsgd_jax.train._checkpoint import Checkpoints as Checkpoints
+from odsgd_jax.train._checkpoint import hide_abandoned_save_noise as hide_abandoned_save_noise
 from odsgd_jax.train._compile_cache import use_compilation_cache as use_compilation_cache
 from odsgd_jax.train._evaluate import Evaluator as Evaluator
 from odsgd_jax.train._experiment import Experiment as Experiment
@@ -23,3 +24,4 @@ from odsgd_jax.train._step import make_train_step as make_train_step
 from odsgd_jax.train._step import model_variables as model_variables
 from odsgd_jax.train._validate import ConfigError as ConfigError
 from odsgd_jax.train._validate import validate_config as validate_config
+from odsgd_jax.train._workdir import WorkdirError as WorkdirError

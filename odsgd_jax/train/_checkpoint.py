@@ -1,6 +1,7 @@
 """Orbax checkpoints of a run: train state (strategy state inside) and progress."""
 
 import re
+import sys
 from typing import Any
 
 import jax
@@ -15,6 +16,36 @@ _STORAGE_WORDS = re.compile(
     r"No space left|Disk quota|Permission denied|Read-only file system|Not a directory|"
     r"Is a directory|No such file|File exists|Input/output error|Stale file handle",
     re.IGNORECASE)
+
+
+def hide_abandoned_save_noise() -> None:
+  """Hides the tracebacks that a failed save or restore leaves behind, which the run
+  says in one line: "Exception ignored in <coroutine ...>" of orbax's and TensorStore's
+  abandoned coroutines, and TensorStore's callbacks into an event loop orbax has closed
+  ("RuntimeError: Event loop is closed", dozens on a full disk). Every other error is
+  printed as before. For entry points (the train command, the study scripts), not for a
+  library user's process."""
+  default = sys.unraisablehook
+
+  def hook(unraisable):
+    code = getattr(unraisable.object, "cr_code", None)
+    where = getattr(code, "co_filename", "") or ""
+    if "orbax" in where or "tensorstore" in where or _closed_loop_callback(unraisable):
+      return
+    default(unraisable)
+
+  sys.unraisablehook = hook
+
+
+def _closed_loop_callback(unraisable) -> bool:
+  """A callback into asyncio's event loop after it closed (TensorStore's, reported
+  without an object)."""
+  last = unraisable.exc_traceback
+  while last is not None and last.tb_next is not None:
+    last = last.tb_next
+  return (unraisable.exc_type is RuntimeError and last is not None
+          and "asyncio" in last.tb_frame.f_code.co_filename
+          and str(unraisable.exc_value) == "Event loop is closed")
 
 
 class CheckpointError(RuntimeError):
@@ -103,9 +134,12 @@ class Checkpoints:
       raise CheckpointError(f"checkpoint {where} is unreadable ({_first_line(error)}); delete "
                             f"that folder to resume from an earlier one, or use another "
                             f"--workdir") from error
+    # A checkpoint of an earlier version may lack a field: only the fields it holds are
+    # compared (each named, with both values).
     saved = progress.get("identity", identity)
-    changed = [f"{key}: checkpoint {saved.get(key)!r}, config {identity[key]!r}"
-               for key in identity if saved.get(key) != identity[key]]
+    changed = [f"{name}: checkpoint {old!r}, config {new!r}"
+               for key in identity if key in saved
+               for name, old, new in _differences(key, saved[key], identity[key])]
     if changed:
       raise CheckpointError(f"checkpoint {where} is from another run ({'; '.join(changed)}); "
                             f"{advice}")
@@ -132,6 +166,15 @@ class Checkpoints:
     except Exception as error:  # noqa: BLE001
       raise self._save_failed(error) from error
     self._manager.close()
+
+
+def _differences(name: str, old: Any, new: Any) -> list[tuple[str, Any, Any]]:
+  """The fields in which `old` and `new` differ, by dotted name (sections compared field
+  by field, so that a changed learning rate is named as optimizer.learning_rate)."""
+  if isinstance(old, dict) and isinstance(new, dict):
+    return [d for key in sorted(set(old) | set(new), key=str)
+            for d in _differences(f"{name}.{key}", old.get(key), new.get(key))]
+  return [] if old == new else [(name, old, new)]
 
 
 def _raise_if_peer_failure(error: Exception) -> None:

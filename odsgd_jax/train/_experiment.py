@@ -72,13 +72,21 @@ class Experiment:
                      name)
 
   def identity(self) -> dict[str, Any]:
-    """What a checkpoint must share with the config that resumes it."""
+    """What a checkpoint must share with the config that resumes it: everything that
+    decides the trajectory, so that a resumed run ends where an uninterrupted one would.
+    The data order is decided by the seed, the data set, the batch and the workers; the
+    schedule of who steps when by the cluster. Left out: train.num_steps (a finished run
+    may be extended; its learning-rate schedule then changes from the resumed step on,
+    as the user asked), intervals of evaluation, logging and checkpoints, and where and
+    how the data is read and the devices laid out."""
     config = self.config
-    identity = {"dataset": config.data.name, "model": config.model.to_dict(),
-                "strategy": self.strategy.name,
+    identity = {"dataset": config.data.name, "batch_size": config.data.batch_size,
+                "model": config.model.to_dict(), "strategy": self.strategy.name,
+                "strategy_options": {k: v for k, v in self.strategy.options.items()},
                 "compression": self.strategy.options.get("compression") or "none",
-                "num_workers": config.cluster.num_workers}
-    return json.loads(json.dumps(identity))  # as it reads back from the checkpoint
+                "num_workers": config.cluster.num_workers, "seed": config.train.seed,
+                "optimizer": config.optimizer.to_dict(), "cluster": config.cluster.to_dict()}
+    return json.loads(json.dumps(identity, default=str))  # as it reads from the checkpoint
 
 
 @functools.lru_cache(maxsize=4)

@@ -1,7 +1,5 @@
 """train_and_evaluate: the whole run, from config to summary.json, resumable."""
 
-import json
-import os
 import signal
 import threading
 import time
@@ -23,11 +21,12 @@ from odsgd_jax.train._metrics import MetricsWriter
 from odsgd_jax.train._simulation import (SimulatedClock, calibrate_step_time, message_bytes,
                                          simulated_clock)
 from odsgd_jax.train._step import TrainState, model_variables
-from odsgd_jax.train._validate import ConfigError
+from odsgd_jax.train._workdir import (WorkdirLock, prepare_workdir, storage_error,
+                                      write_json_atomically)
 
 
 class NonFiniteLossError(RuntimeError):
-  """Training diverged; the last good checkpoint is left as it was."""
+  """Training diverged; nothing was saved, the checkpoints are left as they were."""
 
 
 class Preempted(Exception):
@@ -104,12 +103,6 @@ class _PreemptionNotice:
       self._previous = None
 
 
-def _write_json_atomically(path: epath.Path, payload: dict[str, Any]) -> None:
-  tmp = path.parent / (path.name + ".tmp")
-  tmp.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
-  tmp.replace(path)
-
-
 class _Progress:
   """Where a run stands besides its train state: each worker's data position, the
   simulated clock, the first evaluation that reached the target, and wall time."""
@@ -169,7 +162,10 @@ class _Run:
       self.writer = MetricsWriter(workdir, enabled=self.is_writer, resumed_step=self.resumed_step)
       self.bar = tqdm.tqdm(total=self.train_cfg.num_steps, initial=self.start_step, unit="step",
                            dynamic_ncols=True,
-                           disable=not (self.is_writer and self.train_cfg.progress_bar))
+                           # None: shown only on a terminal, not as thousands of
+                           # carriage-return updates in a log file
+                           disable=(None if self.is_writer and self.train_cfg.progress_bar
+                                    else True))
       self.last_log = (self.start_step, time.perf_counter())  # (step, time) of the last row
     except BaseException:
       self.close()
@@ -185,7 +181,7 @@ class _Run:
     if resumed_step is not None:
       state, saved = self.checkpoints.restore(resumed_step, state, self.identity)
     if self.is_writer:  # only once the checkpoint is known to belong to this config
-      _write_json_atomically(self.workdir / "config.json", self.x.config.to_dict())
+      write_json_atomically(self.workdir / "config.json", self.x.config.to_dict())
     clock = simulated_clock(self.x.config, self.x.strategy, self._step_time(saved, state),
                             message_bytes(state.params), self.x.batch_per_worker,
                             self.x.spec.input_shape, self.x.spec.num_classes)
@@ -212,13 +208,15 @@ class _Run:
     metrics = {name: float(np.mean(row)) for name, row in rows.items()}
     if not (np.isfinite(metrics["loss"]) and np.isfinite(metrics.get("param_norm", 0.0))):
       norm = f" (parameter norm {metrics['param_norm']})" if "param_norm" in metrics else ""
-      latest = self.checkpoints.latest_step()
-      kept = (f"The last good checkpoint (step {latest}) in {self.checkpoints.directory} is "
-              f"intact" if latest is not None else "No checkpoint had been saved yet")
+      # Only NaN and inf are caught, so a checkpoint saved on the way there may hold a
+      # loss that had already blown up: resuming from it diverges again. The advice is
+      # the one that works whatever the checkpoints hold.
       raise NonFiniteLossError(
           f"loss is {metrics['loss']}{norm} at step {step}: training diverged and stopped "
-          f"without saving. {kept}; lower optimizer.learning_rate (now "
-          f"{self.x.config.optimizer.learning_rate}) and rerun."
+          f"without saving. Lower optimizer.learning_rate (now "
+          f"{self.x.config.optimizer.learning_rate}) and rerun in a new --workdir: the "
+          f"checkpoints in {self.checkpoints.directory} may already be on the way to "
+          f"diverging and would be resumed."
       )
     sim_time = self.progress.clock.advance(step - 1, metrics)
     for hook in self.hooks:
@@ -383,29 +381,6 @@ class _Run:
     }
 
 
-def _prepare_workdir(workdir: str) -> epath.Path:
-  """The run's folder, created; one line if it cannot be. Any path etils.epath knows:
-  a local folder (made absolute) or a bucket (gs://, with gcsfs installed)."""
-  if not str(workdir).strip():
-    raise ConfigError("--workdir is empty: give the folder for the run's checkpoints, "
-                      "metrics and summary")
-  try:
-    path = epath.Path(workdir)
-    if path.exists() and not path.is_dir():
-      raise ConfigError(f"--workdir {workdir} is a file, not a folder: give a folder (new or "
-                        f"one that holds a run to resume)")
-    path.mkdir(parents=True, exist_ok=True)
-    return path if "://" in str(workdir) else epath.Path(os.path.abspath(workdir))
-  except ConfigError:
-    raise
-  except (ImportError, NotImplementedError, ValueError) as error:
-    raise ConfigError(f"--workdir {workdir}: its file system is not available here ({error}); "
-                      f"for gs:// install gcsfs (pip install gcsfs)") from error
-  except OSError as error:
-    raise ConfigError(f"--workdir {workdir} cannot be created ({error.strerror or error}): "
-                      f"give a folder you can write to") from error
-
-
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
                        batches: BatchSource | None = None,
                        hooks: Sequence[Hook] = ()) -> dict[str, Any]:
@@ -431,6 +406,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
     ConfigError: invalid config. DataError: data set missing or unreadable.
     NonFiniteLossError: the loss or parameters became NaN/inf.
     CheckpointError: the workdir's checkpoint is another run's, or unreadable.
+    WorkdirError: another run is using the workdir, or its file system refuses.
     Preempted: SIGTERM; the checkpoint is saved.
     parallel.PeerLostError: several processes, and a collective between them failed
       (another one has probably died); the complete checkpoints are intact.
@@ -438,9 +414,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
   parallel.now_doing("starting")
   with parallel.across_processes():  # the data set's barrier, opening the checkpoints
     experiment = build_experiment(config)
-    path = _prepare_workdir(workdir)
-    run = _Run(experiment, path, batches, hooks)
-  summary = run.run()
-  if jax.process_index() == 0:
-    _write_json_atomically(path / "summary.json", summary)
+    path = prepare_workdir(workdir)
+  lock = WorkdirLock(path)  # before anything in the workdir is read or written
+  try:
+    with parallel.across_processes():
+      run = _Run(experiment, path, batches, hooks)
+    summary = run.run()
+    if jax.process_index() == 0:
+      write_json_atomically(path / "summary.json", summary)
+  except OSError as error:  # metrics, events, the model: the file system refused
+    raise storage_error(error) from error
+  finally:
+    lock.release()
   return summary

@@ -13,6 +13,7 @@ import ml_collections
 from odsgd_jax.cluster import INTER_TOPOLOGIES, PRESETS, TOPOLOGIES, TRANSPORTS, WORKLOADS
 from odsgd_jax.data import DATASETS
 from odsgd_jax.domains import check_value, integer
+from odsgd_jax.models import DOMAINS as MODEL_DOMAINS
 from odsgd_jax.models import MODELS, model_options
 from odsgd_jax.parallel import devices_in_use
 from odsgd_jax.comm import parse_communication
@@ -120,6 +121,9 @@ def _check_names_and_options(config: ml_collections.ConfigDict) -> StrategySpec:
   options = model_options(model.name)
   _check_keys("model", [k for k in model.keys() if k != "name"], options,
               f" for model {model.name!r}")
+  for name, domain in MODEL_DOMAINS[model.name].items():
+    if name in model:
+      _check_domain(f"model.{name}", model[name], domain)
   _check_choice("strategy.name", strategy.get("name"), STRATEGIES)
   try:  # its options: checked where they are resolved, once
     return strategy_spec(config)
