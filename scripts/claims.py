@@ -51,29 +51,33 @@ def main() -> None:
   parser.add_argument("--variant", default="",
                       help="config variant after each strategy, e.g. runlocal or steps=100")
   args = parser.parse_args()
-  seeds = study.parse_seeds(args.seeds)
+  seeds, common = study.check_study_flags(args)
   if set(seeds) & set(study.PILOT_SEEDS):
     raise SystemExit(f"error: --seeds {args.seeds} overlaps the pilot seeds "
                      f"{study.PILOT_SEEDS}, on which the targets are fixed; choose other seeds")
-  common = study.common_overrides(args)
   cluster = cluster_overrides(args.preset, args.workload)
   variant = f":{args.variant}" if args.variant else ""
   home_config = f"configs/default.py{variant}"
   hetero_config = f"configs/oscars_heterogeneous.py{variant}"
+  studies = {  # folder: runs; every one checked before the first starts
+      folder: study.strategy_specs(config, strategies, run_seeds, common + cluster)
+      for folder, config, strategies, run_seeds in (
+          ("pilot_homogeneous", home_config, ["ssgd"], study.PILOT_SEEDS),
+          ("pilot_heterogeneous", hetero_config, ["ssgd"], study.PILOT_SEEDS),
+          ("homogeneous", home_config, ["ssgd", "odsgd", "asgd", "pseudo_sync"], seeds),
+          ("heterogeneous", hetero_config, ["ssgd", "local_sgd", "oscars"], seeds))}
+  for folder, specs in studies.items():
+    study.check_specs(specs, os.path.join(args.output, folder), args.processes)
 
-  def run(config, strategies, run_seeds, folder) -> dict[str, study.Group]:
-    specs = study.strategy_specs(config, strategies, run_seeds, common + cluster)
-    results = study.run_study(specs, os.path.join(args.output, folder),
+  def run(folder) -> dict[str, study.Group]:
+    results = study.run_study(studies[folder], os.path.join(args.output, folder),
                               processes=args.processes, resume=args.resume,
                               report=study.print_result)
     return {group.label: group for group in study.summarize(results)}
 
-  home_goals, hetero_goals = (
-      study.targets(study.TARGET_LEVELS,
-                    run(config, ["ssgd"], study.PILOT_SEEDS, f"pilot_{folder}")["ssgd"])
-      for config, folder in ((home_config, "homogeneous"), (hetero_config, "heterogeneous")))
-  home = run(home_config, ["ssgd", "odsgd", "asgd", "pseudo_sync"], seeds, "homogeneous")
-  hetero = run(hetero_config, ["ssgd", "local_sgd", "oscars"], seeds, "heterogeneous")
+  home_goals, hetero_goals = (study.targets(study.TARGET_LEVELS, run(f"pilot_{kind}")["ssgd"])
+                              for kind in ("homogeneous", "heterogeneous"))
+  home, hetero = run("homogeneous"), run("heterogeneous")
 
   # The two families the rules correct for: accuracy rows, speed rows (Holm within each).
   accuracy_pairs = [("odsgd", home, "ssgd"), ("pseudo_sync", home, "ssgd"),

@@ -48,17 +48,15 @@ def main() -> None:
                       help="compare these compression specs (';'-separated) on one strategy")
   study.add_study_flags(parser, "runs/compare")
   args = parser.parse_args()
-  names = [n for n in args.strategies.split(",") if n]
-  unknown = [n for n in names if n not in STRATEGIES]
-  if unknown:
-    sys.exit(f"error: unknown strategies {unknown}; choose from {list(STRATEGIES)}")
+  seeds, common = study.check_study_flags(args)
+  names = study.parse_strategies(args.strategies)
   if args.compressions and len(names) != 1:
     sys.exit("error: --compressions compares one strategy; pass exactly one in --strategies")
   command = study.command_line("scripts/compare.py")
-  seeds, common = study.parse_seeds(args.seeds), study.common_overrides(args)
   if args.compressions:
-    compressions = [spec for spec in args.compressions.split(";") if spec]
+    compressions = [spec for spec in args.compressions.split(";") if spec.strip()]
     specs = study.compression_specs(args.config, names[0], compressions, seeds, common)
+    study.check_specs(specs, args.output, args.processes)
     results = study.run_study(specs, args.output, processes=args.processes,
                               resume=args.resume, report=study.print_result)
     groups, text = study.compression_report(results, specs[0].build(), command)
@@ -67,16 +65,18 @@ def main() -> None:
 
   baseline = "ssgd" if "ssgd" in names else names[0]
   target_names = [t for t in args.targets.split(",") if t]
-  pilot_seeds = study.parse_seeds(args.pilot_seeds) if study.needs_pilots(target_names) else []
   if target_names:
     try:
       study.check_targets(target_names, args.primary)
     except ValueError as error:
       sys.exit(f"error: --targets {args.targets!r} / --primary {args.primary!r}: {error}")
+  pilot_seeds = (study.parse_seeds(args.pilot_seeds, "--pilot_seeds")
+                 if study.needs_pilots(target_names) else [])
   if set(pilot_seeds) & set(seeds):
     sys.exit(f"error: --pilot_seeds {args.pilot_seeds} overlaps --seeds {args.seeds}: targets "
              f"are fixed on seeds that are not compared; choose other seeds")
   specs = study.strategy_specs(args.config, names, seeds, common)
+  study.check_specs(specs, args.output, args.processes)
   results = study.run_study(specs, args.output, processes=args.processes, resume=args.resume,
                             report=study.print_result)
   pilots = None

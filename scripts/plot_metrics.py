@@ -20,12 +20,17 @@ def main() -> None:
   parser.add_argument("workdirs", nargs="+", help="run folders holding metrics.jsonl")
   parser.add_argument("--out", default="curves.png", help="PNG file to write")
   args = parser.parse_args()
-
-  figure, (loss_axis, accuracy_axis) = plt.subplots(1, 2, figsize=(10, 4))
+  folder = os.path.dirname(os.path.abspath(args.out))
+  if not os.path.isdir(folder):
+    sys.exit(f"error: --out {args.out}: the folder {folder} does not exist; create it or "
+             f"write elsewhere")
   for workdir in args.workdirs:
     if not os.path.exists(os.path.join(workdir, "metrics.jsonl")):
       sys.exit(f"error: {workdir} has no metrics.jsonl; is it a run folder?")
-    rows = read_metrics(workdir)
+
+  figure, (loss_axis, accuracy_axis) = plt.subplots(1, 2, figsize=(10, 4))
+  for workdir in args.workdirs:
+    rows = read_metrics(workdir)  # a last line cut short by a kill is skipped
     label = os.path.basename(os.path.normpath(workdir))
     train = [r for r in rows if "loss" in r]
     test = [r for r in rows if "test_accuracy" in r]
@@ -43,4 +48,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-  main()
+  study.run_main(main)

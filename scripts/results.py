@@ -10,8 +10,6 @@ compare.png and study.json. For the simulated time to a
 target accuracy as well, use scripts/compare.py.
 """
 
-import sys
-
 from odsgd_jax import study
 from odsgd_jax.strategies import STRATEGIES
 
@@ -24,12 +22,9 @@ def main() -> None:
                       help="comma-separated strategy names")
   study.add_study_flags(parser, "runs/results")
   args = parser.parse_args()
-  names = [n for n in args.strategies.split(",") if n]
-  unknown = [n for n in names if n not in STRATEGIES]
-  if unknown:
-    sys.exit(f"error: unknown strategies {unknown}; choose from {list(STRATEGIES)}")
-  specs = study.strategy_specs(args.config, names, study.parse_seeds(args.seeds),
-                               study.common_overrides(args))
+  seeds, common = study.check_study_flags(args)
+  names = study.parse_strategies(args.strategies)
+  specs = study.strategy_specs(args.config, names, seeds, common)
   results = study.run_study(specs, args.output, processes=args.processes, resume=args.resume,
                             report=study.print_result)
   baseline = "ssgd" if "ssgd" in names else names[0]

@@ -18,8 +18,11 @@ def parse_grid(entries: list[str]) -> dict[str, list]:
   grid = {}
   for entry in entries:
     field, equals, values = entry.partition("=")
-    if not equals or "." not in field:
-      raise SystemExit(f"error: --grid {entry!r} must look like section.field=v1,v2")
+    if not equals or "." not in field or not values.strip():
+      raise study.StudyInputError(f"--grid {entry!r} must look like section.field=v1,v2")
+    if field in grid:
+      raise study.StudyInputError(f"--grid {entry!r}: {field} is given twice; list its values "
+                                  f"in one --grid")
     grid[field] = [study.parse_value(v) for v in values.split(",")]
   return grid
 
@@ -30,8 +33,8 @@ def main() -> None:
   parser.add_argument("--grid", action="append", default=[], help="section.field=v1,v2,...")
   study.add_study_flags(parser, "runs/sweep")
   args = parser.parse_args()
-  specs = study.sweep_specs(args.config, parse_grid(args.grid), study.parse_seeds(args.seeds),
-                            study.common_overrides(args))
+  seeds, common = study.check_study_flags(args)
+  specs = study.sweep_specs(args.config, parse_grid(args.grid), seeds, common)
   results = study.run_study(specs, args.output, processes=args.processes, resume=args.resume,
                             report=study.print_result)
   groups, text = study.sweep_report(results, specs[0].build(),

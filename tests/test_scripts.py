@@ -32,7 +32,8 @@ def test_compare_writes_tables_with_intervals_and_a_plot(data_dir, tmp_path):
   _script("scripts/compare.py", "--config", "configs/oscars_heterogeneous.py:steps=24",
           "--strategies", "ssgd,oscars", "--eval_every", "8", "--targets", "50%,0.5",
           "--primary", "50%", "--pilot_seeds", "7", "--seeds", "0,1", "--processes", "2",
-          "--set", f"data.data_dir={data_dir}", "--output", str(tmp_path))
+          "--set", f"data.data_dir={data_dir}", "--set", "data.name=mnist1d",
+          "--output", str(tmp_path))
   table = (tmp_path / "compare.md").read_text()
   assert "| ssgd |" in table and "| oscars |" in table and " ± " in table
   assert "non-inferior to ssgd at -1 point" in table
@@ -89,8 +90,9 @@ def test_scaling_from_timelines(tmp_path):
 
 def test_claims_report_has_a_verdict_for_every_claim(data_dir, tmp_path):
   result = _script("scripts/claims.py", "--variant", "steps=6", "--eval_every", "3", "--seeds",
-                   "0,1", "--processes", "1", "--set", f"data.data_dir={data_dir}", "--output",
-                   str(tmp_path))
+                   "0,1", "--processes", "1", "--set", f"data.data_dir={data_dir}",
+                   # the standard split: 1,000 test signals evaluate faster than 12,000
+                   "--set", "data.name=mnist1d", "--output", str(tmp_path))
   rows = [line for line in result.stdout.splitlines() if line.startswith("| ") and
           line.split(" | ")[0] in ("| OD-SGD", "| Pseudo-sync", "| Oscars")]
   assert len(rows) == 8
@@ -112,7 +114,8 @@ def test_measured_step_time_drives_the_clock(small_config, tmp_path):
 def test_compare_compressors_writes_bits_table(tmp_path):
   _script("scripts/compare.py", "--config", "configs/default.py:steps=12", "--strategies", "ssgd",
           "--compressions", "none;topk:0.05,momentum=0.9", "--eval_every", "6",
-          "--seeds", "0", "--processes", "1", "--output", str(tmp_path))
+          "--seeds", "0", "--processes", "1", "--set", "data.name=mnist1d",
+          "--output", str(tmp_path))
   table = (tmp_path / "compare.md").read_text()
   assert "| none | 238,720 | 1.0x |" in table and "| topk:0.05,momentum=0.9 |" in table
   assert len(list((tmp_path / "runs").glob("*_seed0"))) == 2

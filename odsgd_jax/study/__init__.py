@@ -4,6 +4,8 @@ in parallel, reduced to means with intervals and paired tests, written as tables
 from odsgd_jax.study._aggregate import Group as Group
 from odsgd_jax.study._aggregate import summarize as summarize
 from odsgd_jax.study._cli import add_study_flags as add_study_flags
+from odsgd_jax.study._cli import check_study_flags as check_study_flags
+from odsgd_jax.study._cli import parse_strategies as parse_strategies
 from odsgd_jax.study._cli import command_line as command_line
 from odsgd_jax.study._cli import common_overrides as common_overrides
 from odsgd_jax.study._cli import print_result as print_result
@@ -16,6 +18,7 @@ from odsgd_jax.study._drivers import strategy_specs as strategy_specs
 from odsgd_jax.study._drivers import sweep_report as sweep_report
 from odsgd_jax.study._drivers import sweep_specs as sweep_specs
 from odsgd_jax.study._grid import RunSpec as RunSpec
+from odsgd_jax.study._grid import StudyInputError as StudyInputError
 from odsgd_jax.study._grid import grid as grid
 from odsgd_jax.study._grid import load_config as load_config
 from odsgd_jax.study._grid import parse_seeds as parse_seeds
@@ -23,6 +26,7 @@ from odsgd_jax.study._grid import parse_value as parse_value
 from odsgd_jax.study._readme import SectionError as SectionError
 from odsgd_jax.study._readme import pages as pages
 from odsgd_jax.study._readme import replace_section as replace_section
+from odsgd_jax.study._readme import section_page as section_page
 from odsgd_jax.study._readme import repository_root as repository_root
 from odsgd_jax.study._report import accuracy_table as accuracy_table
 from odsgd_jax.study._report import bits_per_step as bits_per_step
@@ -36,6 +40,7 @@ from odsgd_jax.study._report import sweep_table as sweep_table
 from odsgd_jax.study._report import time_table as time_table
 from odsgd_jax.study._report import write_outputs as write_outputs
 from odsgd_jax.study._runner import RunResult as RunResult
+from odsgd_jax.study._runner import check_specs as check_specs
 from odsgd_jax.study._runner import default_processes as default_processes
 from odsgd_jax.study._runner import run_study as run_study
 from odsgd_jax.study._scaling import SCALING_STRATEGIES as SCALING_STRATEGIES

@@ -6,18 +6,26 @@ import sys
 from typing import Any, Callable
 
 from odsgd_jax.data import DataError
-from odsgd_jax.study._grid import parse_value
-from odsgd_jax.study._readme import SectionError
-from odsgd_jax.study._runner import RunResult, default_processes
-from odsgd_jax.train import ConfigError
+from odsgd_jax.study._grid import StudyInputError, parse_seeds, parse_value
+from odsgd_jax.study._readme import SectionError, section_page
+from odsgd_jax.study._runner import RunResult, check_output, default_processes
+from odsgd_jax.train import ConfigError, WorkdirError, hide_abandoned_save_noise
+
+
+class _ScriptParser(argparse.ArgumentParser):
+  """An unknown flag or a value of the wrong type is one line and exit status 1, as every
+  other bad input of the scripts (argparse's own: a usage block and status 2)."""
+
+  def error(self, message: str):
+    self.exit(1, f"error: {message} (see {self.prog} --help)\n")
 
 
 def script_parser(doc: str) -> argparse.ArgumentParser:
   """A script's parser: its docstring's first paragraph as the description, the rest
   (usage examples) as the epilog."""
   description, _, epilog = doc.partition("\n\n")
-  return argparse.ArgumentParser(description=description, epilog=epilog or None,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+  return _ScriptParser(description=description, epilog=epilog or None,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def add_study_flags(parser: argparse.ArgumentParser, output: str,
@@ -45,6 +53,41 @@ def add_study_flags(parser: argparse.ArgumentParser, output: str,
                         "docs/)")
 
 
+def check_study_flags(args: argparse.Namespace) -> tuple[list[int], list[tuple[str, Any]]]:
+  """The seeds and common overrides of `add_study_flags`' flags, each flag checked before
+  anything is trained or written: distinct seeds, --processes >= 1, an --output that is
+  not a file, a --readme section some page holds, --set entries of the form
+  section.field=value.
+
+  Raises:
+    StudyInputError, SectionError: naming the flag, its value and what is allowed.
+  """
+  seeds = parse_seeds(args.seeds)
+  if args.processes < 1:
+    raise StudyInputError(f"--processes {args.processes}: runs trained at once must be at "
+                          f"least 1")
+  if args.eval_every < 1:
+    raise StudyInputError(f"--eval_every {args.eval_every}: steps between evaluations must be "
+                          f"at least 1")
+  check_output(args.output, "--output")
+  if args.readme:
+    section_page(args.readme)
+  return seeds, common_overrides(args)
+
+
+def parse_strategies(text: str, flag: str = "--strategies") -> list[str]:
+  """Comma-separated strategy names: known, distinct, at least one."""
+  from odsgd_jax.strategies import STRATEGIES  # noqa: PLC0415 -- the registry, when asked
+  names = [name.strip() for name in text.split(",") if name.strip()]
+  unknown = [name for name in names if name not in STRATEGIES]
+  if not names or unknown:
+    what = f"unknown strategies {unknown}" if unknown else "no strategy"
+    raise StudyInputError(f"{flag} {text!r}: {what}; choose from {', '.join(STRATEGIES)}")
+  if len(set(names)) != len(names):
+    raise StudyInputError(f"{flag} {text!r} names a strategy twice")
+  return names
+
+
 def common_overrides(args: argparse.Namespace) -> list[tuple[str, Any]]:
   """The overrides the flags ask for, applied to every run of the study."""
   # Training metrics are logged as often as the model is evaluated: a study reads the
@@ -54,7 +97,7 @@ def common_overrides(args: argparse.Namespace) -> list[tuple[str, Any]]:
   for entry in args.set:
     field, equals, value = entry.partition("=")
     if not equals or "." not in field:
-      raise SystemExit(f"error: --set {entry!r} must look like section.field=value")
+      raise StudyInputError(f"--set {entry!r} must look like section.field=value")
     overrides.append((field, parse_value(value)))
   return overrides
 
@@ -70,9 +113,16 @@ def print_result(result: RunResult) -> None:
 
 
 def run_main(main: Callable[[], None]) -> None:
-  """Runs a script's `main`; a bad config, data set or config file ends it with one
-  line (exit status 1) instead of a traceback, before any run starts."""
+  """Runs a script's `main`; a bad flag, config, data set, config file or section ends it
+  with one line (exit status 1) instead of a traceback, before any run starts; so does a
+  folder that cannot be written."""
+  hide_abandoned_save_noise()
   try:
     main()
-  except (ConfigError, DataError, FileNotFoundError, SectionError) as error:
+  except (ConfigError, DataError, FileNotFoundError, SectionError, StudyInputError,
+          WorkdirError) as error:
     sys.exit(f"error: {error}")
+  except OSError as error:  # e.g. a read-only --output or a full disk
+    where = f" {error.filename}" if error.filename else ""
+    sys.exit(f"error: cannot write{where}: {error.strerror or error}; give a folder you can "
+             f"write to (or free space) and rerun with --resume")

@@ -8,7 +8,7 @@ import ml_collections
 from odsgd_jax.comm import parse_communication
 from odsgd_jax.study import verdicts
 from odsgd_jax.study._aggregate import Group, summarize
-from odsgd_jax.study._grid import RunSpec, grid
+from odsgd_jax.study._grid import RunSpec, StudyInputError, grid
 from odsgd_jax.study._report import (RULES, accuracy_table, bits_per_step, caption, markdown,
                                      noninferiority, noninferiority_cells, noninferiority_header,
                                      sweep_table, time_table)
@@ -36,10 +36,15 @@ def compression_specs(config: str, strategy: str, compressions: Sequence[str],
   """One strategy under each compression spec ("none" for plain float32). A spec with
   momentum correction runs plain SGD inside (optimizer.momentum=0): the momentum is
   the compressor's."""
+  if not compressions:
+    raise StudyInputError("no compression specs given: e.g. none;topk:0.01;qsgd:8")
   labels = {}
   for spec in compressions:
     overrides: list[tuple[str, Any]] = [("strategy.compression", "" if spec == "none" else spec)]
-    communication = parse_communication(None if spec == "none" else spec)
+    try:
+      communication = parse_communication(None if spec == "none" else spec)
+    except ValueError as error:
+      raise StudyInputError(str(error)) from error  # it names the spec
     if communication is not None and communication.momentum:
       overrides.append(("optimizer.momentum", 0.0))
     labels[spec] = (with_strategy(config, strategy), overrides)

@@ -31,15 +31,16 @@ def _relative_links(text: str, root: str, page: str) -> str:
   return re.sub(r"(\]\s*)\((?![a-z]+:|#|/)([^)\s]+)\)", relative, text)
 
 
-def replace_section(name: str, text: str, page: str | None = None) -> str:
-  """Replaces what lies between `<!-- name:start -->` and `<!-- name:end -->` in the one
-  page (README.md or docs/*.md, or `page`) that holds them; returns that page. Paths in
-  `text`'s links are from the repository root, as the scripts write them.
+def section_page(name: str, page: str | None = None) -> str:
+  """The one page (README.md or docs/*.md, or `page`) that holds the generated section
+  `name` between `<!-- name:start -->` and `<!-- name:end -->`; a script checks its
+  --readme with this before any run, so that nothing is trained for a section it cannot
+  write.
 
   Raises:
     SectionError: no page holds the markers, or more than one does.
   """
-  start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+  start, end = _markers(name)
   root = repository_root()
   candidates = [page] if page else [p for p in pages(root) if os.path.exists(p)]
   if not candidates:
@@ -50,15 +51,34 @@ def replace_section(name: str, text: str, page: str | None = None) -> str:
     with open(candidate, encoding="utf-8") as f:
       content = f.read()
     if start in content and end in content:
-      holders.append((candidate, content))
+      holders.append(candidate)
   if len(holders) != 1:
-    where = ", ".join(os.path.relpath(p, root) for p, _ in holders) or "no page"
-    raise SectionError(f"the generated section {name!r} must be in exactly one of README.md "
-                       f"and docs/*.md (between {start} and {end}); found in {where}")
-  page, content = holders[0]
+    where = ", ".join(os.path.relpath(p, root) for p in holders) or "no page"
+    raise SectionError(f"--readme {name!r}: the generated section {name!r} must be in exactly "
+                       f"one of README.md and docs/*.md (between {start} and {end}); found in "
+                       f"{where}")
+  return holders[0]
+
+
+def _markers(name: str) -> tuple[str, str]:
+  return f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+
+
+def replace_section(name: str, text: str, page: str | None = None) -> str:
+  """Replaces what lies between `<!-- name:start -->` and `<!-- name:end -->` in the one
+  page (README.md or docs/*.md, or `page`) that holds them; returns that page. Paths in
+  `text`'s links are from the repository root, as the scripts write them.
+
+  Raises:
+    SectionError: no page holds the markers, or more than one does.
+  """
+  start, end = _markers(name)
+  page = section_page(name, page)
+  with open(page, encoding="utf-8") as f:
+    content = f.read()
   head, rest = content.split(start, 1)
   _, tail = rest.split(end, 1)
-  text = _relative_links(text.rstrip(), root, page)
+  text = _relative_links(text.rstrip(), repository_root(), page)
   with open(page, "w", encoding="utf-8") as f:
     f.write(f"{head}{start}\n{text}\n{end}{tail}")
   return page

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 import jax
 
-from odsgd_jax.study._grid import RunSpec
+from odsgd_jax.study._grid import RunSpec, StudyInputError
 from odsgd_jax.train import (ConfigError, NonFiniteLossError, read_metrics, train_and_evaluate,
                              use_compilation_cache, validate_config)
 
@@ -58,10 +58,8 @@ def run_one(spec: RunSpec, workdir: str, resume: bool = False,
     use_compilation_cache(cache)
   config = spec.build()
   config.train.progress_bar = False
-  if resume and _finished_with(workdir, config.to_dict()):
-    with open(os.path.join(workdir, "summary.json"), encoding="utf-8") as f:
-      summary = json.load(f)
-  else:
+  summary = _finished_summary(workdir, config.to_dict()) if resume else None
+  if summary is None:
     shutil.rmtree(workdir, ignore_errors=True)  # the study's own output: always fresh
     try:
       summary = train_and_evaluate(config, workdir)
@@ -70,14 +68,19 @@ def run_one(spec: RunSpec, workdir: str, resume: bool = False,
   return RunResult(spec, summary, _evaluations(workdir), None, workdir)
 
 
-def _finished_with(workdir: str, config: dict[str, Any]) -> bool:
+def _finished_summary(workdir: str, config: dict[str, Any]) -> dict[str, Any] | None:
+  """The summary of a run that finished in `workdir` with `config`, or None: not run,
+  another config, or a config.json or summary.json cut short by a kill (run again)."""
   try:
     with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
       saved = json.load(f)
-  except OSError:
-    return False
-  same = json.loads(json.dumps(config)) == saved
-  return same and os.path.exists(os.path.join(workdir, "summary.json"))
+    if json.loads(json.dumps(config)) != saved:
+      return None
+    with open(os.path.join(workdir, "summary.json"), encoding="utf-8") as f:
+      summary = json.load(f)
+  except (OSError, ValueError):  # missing, or half-written (JSONDecodeError)
+    return None
+  return summary if isinstance(summary, dict) and "test_accuracy" in summary else None
 
 
 def _evaluations(workdir: str) -> list[dict[str, float]]:
@@ -117,6 +120,43 @@ def default_processes() -> int:
   return cores + 1
 
 
+def check_output(output: str, flag: str = "output") -> None:
+  """A study's folder: new, or a folder (of a study to redo or resume), not a file."""
+  if not str(output).strip():
+    raise StudyInputError(f"{flag} is empty: give the folder for the study's runs and report")
+  if os.path.exists(output) and not os.path.isdir(output):
+    raise StudyInputError(f"{flag} {output!r} is a file, not a folder: give a new folder or "
+                          f"one that holds a study")
+
+
+def check_specs(specs: Sequence[RunSpec], output: str | None = None,
+                processes: int = 1) -> None:
+  """Everything `run_study` checks before its first run: at least one run, distinct
+  names (a seed given twice), each config building and valid, `processes` >= 1, an
+  `output` that is a folder. A script with several studies calls it on all of them
+  first, so that none starts before the last one is known to be runnable.
+
+  Raises:
+    StudyInputError, ConfigError: naming the run, the field or the value.
+  """
+  if not specs:
+    raise StudyInputError("the study has no runs: give at least one seed and one group")
+  if processes < 1:
+    raise StudyInputError(f"processes={processes}: runs trained at once must be at least 1")
+  if output is not None:
+    check_output(output)
+  names = [spec.name for spec in specs]
+  repeated = sorted({name for name in names if names.count(name) > 1})
+  if repeated:
+    raise StudyInputError(f"two runs of the study share a name ({', '.join(repeated)}): a seed "
+                          f"or a group is given twice")
+  for spec in specs:  # every config is checked before the first run starts
+    try:
+      validate_config(spec.build(), jax.device_count())
+    except (ConfigError, StudyInputError) as error:
+      raise type(error)(f"run {spec.name} ({spec.config}): {error}") from error
+
+
 def run_study(specs: Sequence[RunSpec], output: str, *, processes: int = 1,
               resume: bool = False,
               report: Callable[[RunResult], None] | None = None) -> list[RunResult]:
@@ -136,16 +176,11 @@ def run_study(specs: Sequence[RunSpec], output: str, *, processes: int = 1,
     The results, in the order of `specs`.
 
   Raises:
-    ConfigError: a run's config is invalid (checked for every run before any starts).
+    StudyInputError, ConfigError: no runs, a run given twice, `processes` < 1, `output`
+      a file, or a run's config invalid (`check_specs`, before any run starts and before
+      anything is written).
   """
-  names = [spec.name for spec in specs]
-  if len(set(names)) != len(names):
-    raise ValueError(f"two runs of the study share a name: {sorted(names)}")
-  for spec in specs:  # every config is checked before the first run starts
-    try:
-      validate_config(spec.build(), jax.device_count())
-    except ConfigError as error:
-      raise ConfigError(f"run {spec.name} ({spec.config}): {error}") from error
+  check_specs(specs, output, processes)
   os.makedirs(output, exist_ok=True)
   workdirs = [os.path.join(output, "runs", spec.name) for spec in specs]
   # The seeds of a strategy compile once: in the cache the user named through JAX's own
