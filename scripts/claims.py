@@ -48,13 +48,16 @@ def main() -> None:
   study.add_study_flags(parser, output="runs/claims", section="claims")
   parser.add_argument("--preset", default="10gbe", choices=sorted(PRESETS))
   parser.add_argument("--workload", default="resnet50_v100", choices=sorted(WORKLOADS))
+  parser.add_argument("--pilot_seeds", default=",".join(map(str, study.PILOT_SEEDS)),
+                      help="seeds of ssgd's pilot runs, on which the targets are fixed")
   parser.add_argument("--variant", default="",
                       help="config variant after each strategy, e.g. runlocal or steps=100")
   args = parser.parse_args()
   seeds, common = study.check_study_flags(args)
-  if set(seeds) & set(study.PILOT_SEEDS):
-    raise SystemExit(f"error: --seeds {args.seeds} overlaps the pilot seeds "
-                     f"{study.PILOT_SEEDS}, on which the targets are fixed; choose other seeds")
+  pilot_seeds = study.parse_seeds(args.pilot_seeds, "--pilot_seeds")
+  if set(seeds) & set(pilot_seeds):
+    raise SystemExit(f"error: --seeds {args.seeds} overlaps --pilot_seeds {args.pilot_seeds}, "
+                     f"on which the targets are fixed; choose other seeds")
   cluster = cluster_overrides(args.preset, args.workload)
   variant = f":{args.variant}" if args.variant else ""
   home_config = f"configs/default.py{variant}"
@@ -62,8 +65,8 @@ def main() -> None:
   studies = {  # folder: runs; every one checked before the first starts
       folder: study.strategy_specs(config, strategies, run_seeds, common + cluster)
       for folder, config, strategies, run_seeds in (
-          ("pilot_homogeneous", home_config, ["ssgd"], study.PILOT_SEEDS),
-          ("pilot_heterogeneous", hetero_config, ["ssgd"], study.PILOT_SEEDS),
+          ("pilot_homogeneous", home_config, ["ssgd"], pilot_seeds),
+          ("pilot_heterogeneous", hetero_config, ["ssgd"], pilot_seeds),
           ("homogeneous", home_config, ["ssgd", "odsgd", "asgd", "pseudo_sync"], seeds),
           ("heterogeneous", hetero_config, ["ssgd", "local_sgd", "oscars"], seeds))}
   for folder, specs in studies.items():
@@ -148,7 +151,7 @@ def main() -> None:
       f"seed, one-sided {100 * (1 - verdicts.ALPHA):g}% t), Holm-adjusted across the "
       f"{len(accuracy_pairs)} accuracy rows. Speed: simulated time to "
       f"{', '.join(study.TARGET_LEVELS)} of ssgd's final validation accuracy on pilot seeds "
-      f"{', '.join(map(str, study.PILOT_SEEDS))} (homogeneous: "
+      f"{', '.join(map(str, pilot_seeds))} (homogeneous: "
       f"{', '.join(f'{v:.4f}' for v in home_goals.values())}; heterogeneous: "
       f"{', '.join(f'{v:.4f}' for v in hetero_goals.values())}), {study.PRIMARY} primary, "
       f"read on "

@@ -48,15 +48,6 @@ def test_compare_writes_tables_with_intervals_and_a_plot(data_dir, tmp_path):
   assert [(r["label"], r["seed"]) for r in pilots] == [("ssgd", 7)]
 
 
-def test_compare_refuses_pilot_seeds_among_the_compared_ones(tmp_path):
-  result = subprocess.run(
-      [sys.executable, "scripts/compare.py", "--strategies", "ssgd", "--seeds", "0-2",
-       "--pilot_seeds", "2", "--output", str(tmp_path)],
-      cwd=REPO, capture_output=True, text=True, timeout=300)
-  assert result.returncode == 1 and "overlaps --seeds" in result.stderr
-  assert not (tmp_path / "runs").exists()
-
-
 def test_results_and_sweep_take_seeds(tmp_path):
   _script("scripts/results.py", "--config", "configs/mnist1d.py:steps=6", "--strategies", "ssgd",
           "--seeds", "0,1", "--eval_every", "3", "--processes", "1", "--output",
@@ -70,18 +61,6 @@ def test_results_and_sweep_take_seeds(tmp_path):
   assert "final validation accuracy" in table and "best on validation" in table
 
 
-def test_a_bad_config_in_a_study_is_one_line_before_any_run(tmp_path):
-  result = subprocess.run(
-      [sys.executable, "scripts/compare.py", "--strategies", "ssgd", "--seeds", "0", "--set",
-       "optimizer.learning_rate=-1.0", "--output", str(tmp_path)],
-      cwd=REPO, capture_output=True, text=True, timeout=300)
-  assert result.returncode == 1
-  assert result.stderr.strip().splitlines() == [
-      "error: run ssgd_seed0 (configs/default.py:ssgd): optimizer.learning_rate=-1.0 is out of "
-      "range; allowed: a finite number in (0, inf)"]
-  assert not (tmp_path / "runs").exists()
-
-
 def test_scaling_from_timelines(tmp_path):
   result = _script("scripts/scaling.py", "--output", str(tmp_path))
   assert (tmp_path / "scaling.png").stat().st_size > 10_000
@@ -90,7 +69,8 @@ def test_scaling_from_timelines(tmp_path):
 
 def test_claims_report_has_a_verdict_for_every_claim(data_dir, tmp_path):
   result = _script("scripts/claims.py", "--variant", "steps=6", "--eval_every", "3", "--seeds",
-                   "0,1", "--processes", "1", "--set", f"data.data_dir={data_dir}",
+                   "0,1", "--pilot_seeds", "100", "--processes", "1",
+                   "--set", f"data.data_dir={data_dir}",
                    # the standard split: 1,000 test signals evaluate faster than 12,000
                    "--set", "data.name=mnist1d", "--output", str(tmp_path))
   rows = [line for line in result.stdout.splitlines() if line.startswith("| ") and
@@ -98,7 +78,7 @@ def test_claims_report_has_a_verdict_for_every_claim(data_dir, tmp_path):
   assert len(rows) == 8
   assert all(any(v in row for v in ("**holds", "**does not hold", "**inconclusive"))
              for row in rows)
-  assert "pilot seeds 100, 101, 102" in result.stdout and "Holm" in result.stdout
+  assert "pilot seeds 100 (homogeneous" in result.stdout and "Holm" in result.stdout
   assert " ± 0.0 " not in result.stdout and "±0.0" not in result.stdout
 
 

@@ -47,6 +47,8 @@ CASES = [  # (script, arguments, what the line names)
     ("compare", ["--seeds", ""], "--seeds '': no seeds"),
     ("compare", ["--strategies", ""], "--strategies '': no strategy"),
     ("compare", ["--strategies", "nosuch"], "--strategies 'nosuch': unknown strategies"),
+    ("compare", ["--seeds", "0-2", "--pilot_seeds", "2"], "--pilot_seeds 2 overlaps --seeds"),
+    ("claims", ["--seeds", "0-1", "--pilot_seeds", "1"], "--pilot_seeds 1, on which"),
     ("compare", ["--targets", "abc"], "--targets 'abc' / --primary '95%': target 'abc'"),
     ("compare", ["--output", "{a_file}"], "--output '{a_file}' is a file"),
     ("compare", ["--set", "nosuch.field=1"], "the config 'configs/default.py:ssgd' has no "
@@ -106,11 +108,14 @@ def test_a_bad_study_input_is_one_line_and_nothing_written(tmp_path, monkeypatch
 
 def test_a_script_says_it_in_one_line_on_stderr_with_exit_status_1(tmp_path):
   """End to end, as a user's shell sees it: stderr holds one line, the status is 1."""
-  result = subprocess.run([sys.executable, "scripts/sweep.py", "--config", "configs/default.py",
-                           "--grid", "nosuch.x=1,2", "--output", str(tmp_path / "study")],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+  result = subprocess.run(
+      [sys.executable, "scripts/compare.py", "--strategies", "ssgd", "--seeds", "0", "--set",
+       "optimizer.learning_rate=-1.0", "--output", str(tmp_path / "study")],
+      cwd=REPO, capture_output=True, text=True, timeout=300)
   assert result.returncode == 1 and result.stdout == "", result
-  assert result.stderr.count("\n") == 1 and "'nosuch'" in result.stderr, result.stderr
+  assert result.stderr.strip().splitlines() == [
+      "error: run ssgd_seed0 (configs/default.py:ssgd): optimizer.learning_rate=-1.0 is out of "
+      "range; allowed: a finite number in (0, inf)"]
   assert not (tmp_path / "study").exists()
 
 

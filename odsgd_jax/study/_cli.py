@@ -6,6 +6,7 @@ import sys
 from typing import Any, Callable
 
 from odsgd_jax.data import DataError
+from odsgd_jax.strategies import STRATEGIES
 from odsgd_jax.study._grid import StudyInputError, parse_seeds, parse_value
 from odsgd_jax.study._readme import SectionError, section_page
 from odsgd_jax.study._runner import RunResult, check_output, default_processes
@@ -77,7 +78,6 @@ def check_study_flags(args: argparse.Namespace) -> tuple[list[int], list[tuple[s
 
 def parse_strategies(text: str, flag: str = "--strategies") -> list[str]:
   """Comma-separated strategy names: known, distinct, at least one."""
-  from odsgd_jax.strategies import STRATEGIES  # noqa: PLC0415 -- the registry, when asked
   names = [name.strip() for name in text.split(",") if name.strip()]
   unknown = [name for name in names if name not in STRATEGIES]
   if not names or unknown:
