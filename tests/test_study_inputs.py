@@ -163,3 +163,16 @@ def test_a_half_written_summary_is_run_again_under_resume(small_config, tmp_path
   again = study.run_study([spec], str(tmp_path), resume=True)[0]
   assert again.summary["test_accuracy"] == first.summary["test_accuracy"]
   assert json.loads(summary.read_text())["steps"] == 4
+
+
+def test_plot_metrics_skips_a_last_line_cut_by_a_kill(tmp_path, monkeypatch, capsys):
+  run = tmp_path / "run"
+  run.mkdir()
+  (run / "metrics.jsonl").write_text(
+      '{"step": 1, "loss": 2.0, "accuracy": 0.1}\n{"step": 2, "test_accuracy": 0.5}\n'
+      '{"step": 3, "loss": 1.')
+  monkeypatch.setattr(sys, "argv", ["scripts/plot_metrics.py", str(run), "--out",
+                                    str(tmp_path / "curves.png")])
+  runpy.run_path(str(REPO / "scripts" / "plot_metrics.py"), run_name="__main__")
+  assert (tmp_path / "curves.png").stat().st_size > 1000
+  assert "wrote" in capsys.readouterr().out
