@@ -56,7 +56,6 @@ def main() -> None:
   if args.compressions:
     compressions = [spec for spec in args.compressions.split(";") if spec.strip()]
     specs = study.compression_specs(args.config, names[0], compressions, seeds, common)
-    study.check_specs(specs, args.output, args.processes)
     results = study.run_study(specs, args.output, processes=args.processes,
                               resume=args.resume, report=study.print_result)
     groups, text = study.compression_report(results, specs[0].build(), command)
@@ -76,7 +75,6 @@ def main() -> None:
     sys.exit(f"error: --pilot_seeds {args.pilot_seeds} overlaps --seeds {args.seeds}: targets "
              f"are fixed on seeds that are not compared; choose other seeds")
   specs = study.strategy_specs(args.config, names, seeds, common)
-  study.check_specs(specs, args.output, args.processes)
   results = study.run_study(specs, args.output, processes=args.processes, resume=args.resume,
                             report=study.print_result)
   pilots = None

@@ -80,9 +80,11 @@ class Experiment:
     as the user asked), intervals of evaluation, logging and checkpoints, and where and
     how the data is read and the devices laid out."""
     config = self.config
+    # "compression" and "num_workers" repeat fields of strategy_options and cluster: they
+    # are the keys checkpoints of earlier versions hold, compared when only they are there.
     identity = {"dataset": config.data.name, "batch_size": config.data.batch_size,
                 "model": config.model.to_dict(), "strategy": self.strategy.name,
-                "strategy_options": {k: v for k, v in self.strategy.options.items()},
+                "strategy_options": dict(self.strategy.options),
                 "compression": self.strategy.options.get("compression") or "none",
                 "num_workers": config.cluster.num_workers, "seed": config.train.seed,
                 "optimizer": config.optimizer.to_dict(), "cluster": config.cluster.to_dict()}
