@@ -56,6 +56,35 @@ def test_colocated_shards_share_the_workers_links():
   assert more.allreduce_time(8, 1e6) == pytest.approx(every.allreduce_time(8, 1e6))
 
 
+def test_uneven_shards_load_the_busiest_one():
+  # 8 workers, 4 shards, the busiest holding half the bytes: its link takes 8 x S/2
+  half = Network(bandwidth=1e9, latency=1e-5, topology="ps", servers=4, shard_share=0.5)
+  assert half.allreduce_time(8, 1e6) == pytest.approx(4e-3 + 1e-5)
+  # colocated on 8 nodes: 7 other workers' pushes of S/2 in, its own S/2 to the other
+  # shards: 1 + 6/2 = 4 S
+  near = Network(bandwidth=1e9, topology="ps", servers=4, colocated=True, shard_share=0.5)
+  assert near.allreduce_time(8, 1e6) == pytest.approx(4e-3)
+  even = Network(bandwidth=1e9, topology="ps", servers=4, colocated=True, shard_share=0.25)
+  assert even.allreduce_time(8, 1e6) == pytest.approx(
+      Network(bandwidth=1e9, topology="ps", servers=4, colocated=True).allreduce_time(8, 1e6))
+  with pytest.raises(ValueError, match=r"shard_share must be in \[1/servers, 1\]"):
+    Network(bandwidth=1e9, topology="ps", servers=4, shard_share=0.2)
+
+
+def test_round_robin_placement_of_tensorflow_variables():
+  # variables of 4, 1, 4, 1, 2 bytes dealt to 2 shards in turn: 4 + 4 + 2 and 1 + 1
+  assert cv.round_robin_share((4, 1, 4, 1, 2), 2) == pytest.approx(10 / 12)
+  assert cv.round_robin_share((4, 1, 4, 1, 2), 1) == 1.0
+  # TensorFlow's ResNet-50: the global step, kernel, beta and gamma per convolution, the
+  # classifier's weights and biases: the flax model's 25.6M parameters
+  variables = cv.tf_variables("resnet50")
+  assert len(variables) == 1 + 53 * 3 + 2
+  assert sum(variables[1:]) == pytest.approx(cv.message_bytes("resnet50"))
+  # Inception V3 (kernel, beta per convolution): kernels only on the even shards
+  assert cv.round_robin_share(cv.tf_variables("inception_v3"), 6) == pytest.approx(1 / 3,
+                                                                                    abs=0.01)
+
+
 def test_node_contention_costs_each_worker_its_neighbours_samples():
   workers = Workers((1.0,) * 4, 0.1, node_size=4, node_contention=1e-3, samples_per_step=10)
   np.testing.assert_allclose(workers.compute_times(0), 0.1 + 1e-3 * 10 * 3)
@@ -140,11 +169,10 @@ def test_the_fitted_constants_are_the_fits_optimum():
 
 
 def test_held_out_rows_within_ten_points_and_their_mean_error():
-  """The target on held-out rows: at least 85% within 10 points (met) and a mean absolute
-  error of at most 5 points (not met: 5.7, the EC2 ResNet-152 row alone -26.0; docs/clock.md).
-  This guards the figures docs/clock.md states from getting worse unnoticed."""
+  """The target on held-out rows (docs/clock.md): at least 85% within 10 points and a mean
+  absolute error of at most 5 points."""
   errors = cv.errors()
   held = np.array([not cv.is_fitted(i) for i in range(len(cv.CASES))])
   assert len(cv.CASES) >= 15 and len({case.source for case in cv.CASES}) >= 4
   assert np.mean(np.abs(errors[held]) <= 10) >= 0.85
-  assert np.mean(np.abs(errors[held])) <= 5.75
+  assert np.mean(np.abs(errors[held])) <= 5

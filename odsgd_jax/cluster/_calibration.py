@@ -20,14 +20,14 @@ class Term:
 # Sigma of the lognormal noise on every worker's step time (a coefficient of variation
 # of about the same size). We found no per-step variability of GPU training published
 # with its setup that we could cite, so it is fitted.
-NOISE = Term(0.015, "fitted on the validation set's fitted half", fitted=True)
+NOISE = Term(0.01, "fitted on the validation set's fitted half", fitted=True)
 
 # Seconds of compute delay per second of communication running beside the compute.
-INTERFERENCE = Term(0.3, "fitted on the validation set's fitted half", fitted=True)
+INTERFERENCE = Term(0.35, "fitted on the validation set's fitted half", fitted=True)
 
 # Seconds a worker loses per sample of every further worker on its node (host CPU,
 # PCIe, input pipeline shared).
-NODE_CONTENTION = Term(3e-6, "fitted on the validation set's fitted half", fitted=True)
+NODE_CONTENTION = Term(4.5e-6, "fitted on the validation set's fitted half", fitted=True)
 
 # Achieved fraction of a link's line rate, by transport.
 TRANSPORTS: dict[str, Term] = {
@@ -45,7 +45,7 @@ TRANSPORTS: dict[str, Term] = {
     "pcie": Term(1.0, "fitted on the validation set's fitted half", fitted=True),
     "tcp": Term(1.0, "fitted on the validation set's fitted half (collectives over TCP "
                      "sockets: NCCL's socket transport, Gloo)", fitted=True),
-    "grpc": Term(0.2, "fitted on the validation set's fitted half (TensorFlow's gRPC "
+    "grpc": Term(0.4, "fitted on the validation set's fitted half (TensorFlow's gRPC "
                       "transfers to parameter servers, 2017)", fitted=True),
     "tf_nccl": Term(0.15, "fitted on the validation set's fitted half (TensorFlow's 2017 "
                          "NCCL 1 all-reduce of its replicated mode, over NVLink)", fitted=True),

@@ -92,6 +92,10 @@ class Network:
            on k of the workers' own nodes (TensorFlow's benchmarks on EC2): a node
            holding a shard carries its shard's pushes from the N-1 other workers and
            its own push to the k-1 other shards on one full-duplex link
+    ps, uneven shards: variables are placed whole, so a shard may hold a share s of the
+           bytes above 1/servers (`shard_share`): max(N s, 1) * S/B + latency, and
+           colocated (1 + (N - 2) s) * S/B + latency on the busiest shard's node (both
+           are the even formulas at s = 1/servers)
     hierarchical: a ring inside each node of k workers at the intra-node bandwidth,
            then a ring, tree or sharded server (`inter_topology`) across the N/k nodes.
 
@@ -107,6 +111,8 @@ class Network:
     intra_efficiency: achieved fraction of `intra_bandwidth`.
     servers: parameter-server shards ("ps", or a "ps" stage across nodes).
     colocated: the shards run on the workers' nodes and share their links.
+    shard_share: the busiest shard's share of the bytes, in [1/servers, 1] (how the
+      variables were placed: e.g. TensorFlow's round robin); None: an even split.
   """
 
   bandwidth: float
@@ -119,6 +125,7 @@ class Network:
   intra_efficiency: float = 1.0
   servers: int = 1
   colocated: bool = False
+  shard_share: float | None = None
 
   def __post_init__(self):
     if self.topology not in TOPOLOGIES:
@@ -136,6 +143,9 @@ class Network:
                        f"{self.efficiency}, {self.intra_efficiency}")
     if self.servers < 1:
       raise ValueError(f"servers must be >= 1, got {self.servers}")
+    if self.shard_share is not None and not 1 / self.servers <= self.shard_share <= 1:
+      raise ValueError(f"shard_share must be in [1/servers, 1] = [{1 / self.servers:g}, 1], "
+                       f"got {self.shard_share}")
 
   @property
   def achieved(self) -> float:
@@ -148,7 +158,7 @@ class Network:
       return 0.0
     if self.topology == "ps":
       return _ps(num_workers, num_bytes, self.achieved, self.latency, self.servers,
-                 self.colocated)
+                 self.colocated, self.shard_share)
     if self.topology == "hierarchical":
       per_node = min(self.workers_per_node, num_workers)
       nodes = -(-num_workers // per_node)
@@ -156,7 +166,7 @@ class Network:
                      self.latency)
       if self.inter_topology == "ps":
         return inside + _ps(nodes, num_bytes, self.achieved, self.latency, self.servers,
-                            self.colocated)
+                            self.colocated, self.shard_share)
       return inside + _STAGES[self.inter_topology](nodes, num_bytes, self.achieved,
                                                    self.latency)
     return _STAGES[self.topology](num_workers, num_bytes, self.achieved, self.latency)
@@ -215,13 +225,14 @@ def _torus(n: int, num_bytes: float, bandwidth: float, latency: float) -> float:
 
 
 def _ps(n: int, num_bytes: float, bandwidth: float, latency: float, servers: int,
-        colocated: bool = False) -> float:
+        colocated: bool = False, shard_share: float | None = None) -> float:
   if n <= 1:
     return 0.0
-  if colocated:
-    shards = min(servers, n)
-    return (n + shards - 2) / shards * num_bytes / bandwidth + latency
-  return max(n / servers, 1.0) * num_bytes / bandwidth + latency
+  if colocated:  # k = min(servers, n) nodes hold the shards; the busiest holds share s
+    share = max(shard_share or 0.0, 1 / min(servers, n))
+    return (1 + (n - 2) * share) * num_bytes / bandwidth + latency
+  share = 1 / servers if shard_share is None else shard_share
+  return max(n * share, 1.0) * num_bytes / bandwidth + latency
 
 
 _STAGES = {"ring": _ring, "tree": _tree, "torus": _torus}

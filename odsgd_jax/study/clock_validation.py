@@ -77,6 +77,7 @@ class Case:
   inter: tuple[float, str, str] | None = None  # (line rate, transport, topology)
   servers: int = 1  # parameter-server shards (a "ps" topology)
   colocated: bool = False  # the shards run on the workers' nodes
+  round_robin: bool = False  # variables dealt to the shards in turn (TensorFlow's default)
   latency: float = 5e-6
   compute_from: str = "same table"
 
@@ -88,6 +89,8 @@ class Case:
 def _tf(model, batch, one, many, gpus, library, intra, **kw):
   kw.setdefault("colocated", "inter" in kw)  # "EC2 instances running worker servers
   # also ran parameter servers" (the benchmarks page, EC2 distributed details)
+  kw.setdefault("round_robin", "inter" in kw)  # tf_cnn_benchmarks at the page's hash
+  # (9165a70) places each variable with replica_device_setter's default round robin
   return Case("tf", kw.pop("where"), model, batch, one, gpus, 8, intra, library,
               round(many / (gpus * one), 4), **kw)
 
@@ -107,18 +110,20 @@ CASES: tuple[Case, ...] = (
     _tf("vgg16", 32, 144, 820, 8, "tf_replicated", (NVLINK_P100, "tf_nccl"),
         where="DGX-1 P100, batch 32, replicated with NCCL"),
     # Amazon EC2 p2.8xlarge (8 K80 each), distributed_replicated: the GPUs of an
-    # instance reduce over PCIe, the instances push to parameter-server shards.
-    _tf("resnet50", 64, 52.4, 751, 16, "per_variable", (PCIE3, "pcie"), inter=AWS_INTER,
-        servers=2, latency=20e-6, where="EC2 p2.8xlarge x 2, batch 64, distributed"),
-    _tf("resnet50", 64, 52.4, 1388, 32, "per_variable", (PCIE3, "pcie"), inter=AWS_INTER,
-        servers=4, latency=20e-6, where="EC2 p2.8xlarge x 4, batch 64, distributed"),
-    _tf("resnet50", 64, 52.4, 2744, 64, "per_variable", (PCIE3, "pcie"), inter=AWS_INTER,
-        servers=8, latency=20e-6, where="EC2 p2.8xlarge x 8, batch 64, distributed"),
-    _tf("inception_v3", 64, 29.7, 1783, 64, "per_variable", (PCIE3, "pcie"),
-        inter=AWS_INTER, servers=6, latency=20e-6,
-        where="EC2 p2.8xlarge x 8 (6 PS), batch 64, distributed"),
-    _tf("resnet152", 32, 19.4, 981, 64, "per_variable", (PCIE3, "pcie"), inter=AWS_INTER,
-        servers=4, latency=20e-6, where="EC2 p2.8xlarge x 8 (4 PS), batch 32, distributed"),
+    # instance reduce over PCIe, the instances push to parameter-server shards. Every
+    # row of more than one instance, in the page's order (model by model, then the batch
+    # 32 table); as many shards as instances except where the page says otherwise
+    # (InceptionV3: 8 instances / 6; ResNet-50 at batch 32: 8 / 4; ResNet-152: 8 / 4).
+    *(_tf(model, batch, one, many, gpus, "per_variable", (PCIE3, "pcie"), inter=AWS_INTER,
+          servers=servers, latency=20e-6,
+          where=f"EC2 p2.8xlarge x {gpus // 8} ({servers} PS), batch {batch}, distributed")
+      for model, batch, one, rows in (
+          ("inception_v3", 64, 29.7, ((16, 459, 2), (32, 902, 4), (64, 1783, 6))),
+          ("resnet50", 64, 52.4, ((16, 751, 2), (32, 1388, 4), (64, 2744, 8))),
+          ("resnet152", 32, 19.4, ((16, 291, 2), (32, 565, 4), (64, 981, 4))),
+          ("inception_v3", 32, 29.2, ((16, 427, 2), (32, 820, 4), (64, 1608, 6))),
+          ("resnet50", 32, 48.4, ((16, 667, 2), (32, 1180, 4), (64, 2315, 4))))
+      for gpus, many, servers in rows),
     # Horovod: servers of 4 Pascal GPUs on PCIe, 25 Gb/s RoCE between them, batch 64
     # (its benchmark command); one P100's throughput from the TensorFlow table above.
     *(Case("horovod", f"{gpus // 4} servers x 4 Pascal, 25 Gb/s RoCE", model, 64, one, gpus,
@@ -166,6 +171,45 @@ def message_bytes(model: str) -> float:
   return sum(size for size, _ in _profile(model))
 
 
+_RESNET_STAGES = {"resnet50": (3, 4, 6, 3), "resnet101": (3, 4, 23, 3),
+                  "resnet152": (3, 8, 36, 3)}
+
+
+def tf_variables(model: str) -> tuple[float, ...]:
+  """Bytes of each variable tf_cnn_benchmarks (at the benchmarks page's hash) puts on the
+  parameter servers, in the order it creates them: the global step first, then per
+  convolution its kernel and batch norm's beta (and gamma for the ResNets, whose batch
+  norm scales), then the classifier's weights and biases. Inception V3's are its 95 equal
+  layers (as in `_profile`); its betas and biases are taken as 0 bytes (< 0.1%)."""
+  variables = [8.0]  # int64 global step
+  if model == "inception_v3":
+    layer = INCEPTION_V3_BYTES / 95
+    return tuple(variables + [layer, 0.0] * 95)
+
+  def conv(inputs, outputs, size):
+    variables.extend((4.0 * size * size * inputs * outputs, 4.0 * outputs, 4.0 * outputs))
+
+  conv(3, 64, 7)
+  channels = 64
+  for blocks, depth in zip(_RESNET_STAGES[model], (256, 512, 1024, 2048), strict=True):
+    for _ in range(blocks):  # ResNet v1 bottleneck: the projection first
+      if channels != depth:
+        conv(channels, depth, 1)
+      conv(channels, depth // 4, 1)
+      conv(depth // 4, depth // 4, 3)
+      conv(depth // 4, depth, 1)
+      channels = depth
+  variables.extend((4.0 * 2048 * 1000, 4.0 * 1000))
+  return tuple(variables)
+
+
+def round_robin_share(variables: Sequence[float], servers: int) -> float:
+  """The busiest shard's share of the bytes when variables are dealt to `servers`
+  shards in turn (replica_device_setter's default strategy)."""
+  loads = [sum(variables[shard::servers]) for shard in range(servers)]
+  return max(loads) / sum(loads)
+
+
 def network(case: Case, values: dict[str, float], gpus: int) -> Network:
   """The case's network with transports' achieved fractions (`values` overrides the
   fitted ones)."""
@@ -178,11 +222,13 @@ def network(case: Case, values: dict[str, float], gpus: int) -> Network:
     return Network(bandwidth=intra_rate, latency=case.latency, topology=topology,
                    efficiency=achieved(intra_transport), servers=case.servers)
   rate, transport, inter_topology = case.inter
+  share = (round_robin_share(tf_variables(case.model), case.servers)
+           if case.round_robin else None)
   return Network(bandwidth=rate, latency=case.latency, topology="hierarchical",
                  intra_bandwidth=intra_rate, workers_per_node=case.per_node,
                  inter_topology=inter_topology, efficiency=achieved(transport),
                  intra_efficiency=achieved(intra_transport), servers=case.servers,
-                 colocated=case.colocated)
+                 colocated=case.colocated, shard_share=share)
 
 
 def seconds_per_step(case: Case, gpus: int, values: dict[str, float], ticks: int = 64) -> float:
@@ -238,13 +284,17 @@ def fitted_error(values: dict[str, float]) -> float:
   return float(np.mean(np.abs(errors(values, fitted_cases()))))
 
 
-def fit(rounds: int = 3) -> dict[str, float]:
+def fit(max_rounds: int = 20) -> dict[str, float]:
   """Coordinate descent over GRIDS from the ideal clock's values, minimizing the fitted
-  half's mean absolute error (ties: the smaller value)."""
+  half's mean absolute error (ties: the smaller value), until a whole round moves no
+  constant: every constant is then the best on its grid given the others."""
   values = {name: float(GRIDS[name][-1] if name in TRANSPORTS else GRIDS[name][0])
             for name in FITTED}
-  for _ in range(rounds):
+  for _ in range(max_rounds):
+    before = dict(values)
     for name in FITTED:
       scores = [(fitted_error({**values, name: float(v)}), float(v)) for v in GRIDS[name]]
       values[name] = min(scores)[1]
-  return values
+    if values == before:
+      return values
+  raise RuntimeError(f"the fit did not settle in {max_rounds} rounds: {values}")
