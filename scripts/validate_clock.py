@@ -5,11 +5,12 @@
 Predicts, for every case of odsgd_jax/study/clock_validation.py, the weak-scaling
 efficiency of synchronous SGD from the setup's own numbers, and writes a table: case,
 source, published, predicted, error in points, whether the row was fitted or held out,
-and the clock before validation (line rate, noiseless, perfect overlap) beside it; then a
+and the clock before validation (line rate, noiseless, no interference) beside it; then a
 summary per half: within 10 points (k of n) and mean absolute error. Seconds.
 
 --fit refits the constants marked fitted in odsgd_jax/cluster/_calibration.py on the
-fitted half (coordinate descent over fixed grids, a few minutes) and prints them.
+fitted half (coordinate descent over fixed grids until no constant moves, about 10
+minutes on 2 cores) and prints them.
 """
 
 import numpy as np
@@ -45,8 +46,9 @@ def validation_table() -> str:
       "Produced by `python scripts/validate_clock.py --readme`: weak-scaling efficiency "
       "T(base) / T(N) of synchronous SGD, published vs predicted by the ssgd timeline "
       "(mean of 64 noisy ticks), each case configured from its own setup; 'error before': "
-      "the clock before validation (links at line rate, noiseless workers, gradients at an "
-      "even rate, no interference or node contention). Fitted constants (on the fitted "
+      "the clock before validation as its options reach it (links at line rate, noiseless "
+      "workers, no interference or node contention; each setup's topology, shards and "
+      "backward-order buckets as in 'predicted'). Fitted constants (on the fitted "
       f"rows only): {fitted}.", "",
       study.markdown(header, rows), "",
       f"- {summary(calibrated[held], 'held-out rows')}",
