@@ -176,16 +176,18 @@ _RESNET_STAGES = {"resnet50": (3, 4, 6, 3), "resnet101": (3, 4, 23, 3),
                   "resnet152": (3, 8, 36, 3)}
 
 
+@functools.lru_cache(maxsize=None)
 def tf_variables(model: str) -> tuple[float, ...]:
   """Bytes of each variable tf_cnn_benchmarks (at the benchmarks page's hash) puts on the
   parameter servers, in the order it creates them: the global step first, then per
   convolution its kernel and batch norm's beta (and gamma for the ResNets, whose batch
-  norm scales), then the classifier's weights and biases. Inception V3's are its 95 equal
-  layers (as in `_profile`); its betas and biases are taken as 0 bytes (< 0.1%)."""
+  norm scales), then the classifier's weights and biases. Inception V3's layers are
+  `_profile`'s; its betas and biases are taken as 0 bytes (< 0.1%)."""
   variables = [8.0]  # int64 global step
   if model == "inception_v3":
-    layer = INCEPTION_V3_BYTES / 95
-    return tuple(variables + [layer, 0.0] * 95)
+    for size, _ in reversed(_profile(model)):  # the forward order
+      variables.extend((size, 0.0))
+    return tuple(variables)
 
   def conv(inputs, outputs, size):
     variables.extend((4.0 * size * size * inputs * outputs, 4.0 * outputs, 4.0 * outputs))
