@@ -27,6 +27,9 @@ class Domain:
     schedule: a "real" may also be a schedule (a function of the step).
     check: for "other": `check(value) -> why it is not allowed, or None`.
     text: for "other": what is allowed, in words.
+    per_worker: the upper bound is `high` / N, N the number of workers (EASGD's moving
+      rate: at most 1/N). Checked where N is known: with the config (`num_workers`), and
+      by the strategy when it is traced.
   """
 
   kind: str
@@ -40,8 +43,16 @@ class Domain:
   schedule: bool = False
   check: Callable[[Any], str | None] | None = None
   text: str = ""
+  per_worker: bool = False
 
-  def describe(self) -> str:
+  def upper(self, num_workers: int | None = None) -> float | None:
+    """The upper bound with `num_workers` workers (None: unbounded, or it depends on N and
+    N is not given)."""
+    if not self.per_worker or self.high is None:
+      return self.high
+    return None if num_workers is None else self.high / num_workers
+
+  def describe(self, num_workers: int | None = None) -> str:
     if self.kind == "choice":
       text = " | ".join(self.choices) + (" (or several joined by '+')" if self.combine else "")
     elif self.kind in ("real", "int"):
@@ -49,6 +60,9 @@ class Domain:
       right = ")" if self.high_open or self.high is None else "]"
       low = "-inf" if self.low is None else f"{self.low:g}"
       high = "inf" if self.high is None else f"{self.high:g}"
+      if self.per_worker:
+        high = f"{high}/N" + ("" if num_workers is None
+                              else f" = {self.upper(num_workers):g} with {num_workers} workers")
       number = "an integer" if self.kind == "int" else "a finite number"
       text = f"{number} in {left}{low}, {high}{right}"
     elif self.kind == "bool":
@@ -59,20 +73,23 @@ class Domain:
       text += " (or a schedule)"
     return text + (", or None" if self.optional else "")
 
-  def problem(self, value: Any) -> str | None:
-    """Why `value` is outside the domain, or None if it is inside."""
+  def problem(self, value: Any, num_workers: int | None = None) -> str | None:
+    """Why `value` is outside the domain, or None if it is inside (a bound that depends
+    on the number of workers is checked only when `num_workers` is given)."""
     if value is None:
       return None if self.optional else "must not be None"
     if self.kind == "bool":
       return None if isinstance(value, bool) else "is not a bool"
     if self.kind in ("real", "int"):
-      return None if self.schedule and callable(value) else self._number_problem(value)
+      if self.schedule and callable(value):
+        return None
+      return self._number_problem(value, self.upper(num_workers))
     if self.kind == "choice":
       parts = str(value).split("+") if self.combine and isinstance(value, str) else [value]
       return None if all(part in self.choices for part in parts) else "is not allowed"
     return self.check(value)
 
-  def _number_problem(self, value: Any) -> str | None:
+  def _number_problem(self, value: Any, high: float | None) -> str | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
       return "is not a number"
     if self.kind == "int" and not float(value).is_integer():
@@ -81,14 +98,15 @@ class Domain:
       return "is not finite"
     if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
       return "is out of range"
-    if self.high is not None and (value > self.high or (self.high_open and value == self.high)):
+    if high is not None and (value > high or (self.high_open and value == high)):
       return "is out of range"
     return None
 
 
 def real(low: float | None = None, high: float | None = None, *, low_open: bool = False,
-         high_open: bool = False, schedule: bool = False) -> Domain:
-  return Domain("real", low, high, low_open, high_open, schedule=schedule)
+         high_open: bool = False, schedule: bool = False, per_worker: bool = False) -> Domain:
+  return Domain("real", low, high, low_open, high_open, schedule=schedule,
+                per_worker=per_worker)
 
 
 def integer(low: int | None = None, high: int | None = None) -> Domain:
@@ -108,12 +126,12 @@ class OptionError(ValueError):
   the option's name, so that a caller can prefix the config section)."""
 
 
-def check_value(field: str, value: Any, domain: Domain) -> None:
+def check_value(field: str, value: Any, domain: Domain, num_workers: int | None = None) -> None:
   """Raises `OptionError` (a ValueError), one line: the field, the value, why and what is
-  allowed."""
-  problem = domain.problem(value)
+  allowed (with `num_workers`, also the bounds that depend on it)."""
+  problem = domain.problem(value, num_workers)
   if problem is not None:
-    raise OptionError(f"{field}={value!r} {problem}; allowed: {domain.describe()}")
+    raise OptionError(f"{field}={value!r} {problem}; allowed: {domain.describe(num_workers)}")
 
 
 def declared(**domains: Domain) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -47,7 +47,7 @@ from odsgd_jax.models import make_model  # noqa: E402
 from odsgd_jax.strategies import get_strategy, state_model_copies  # noqa: E402
 from odsgd_jax.study import (environment, markdown, replace_section, run_main,  # noqa: E402
                              script_parser)
-from odsgd_jax.train import (build_experiment, init_state, make_train_step,  # noqa: E402
+from odsgd_jax.train import (build_experiment, make_train_step,  # noqa: E402
                              train_and_evaluate)
 
 # name: (input shape, model options, batch per device). The wide MLP's parameters
@@ -60,9 +60,9 @@ MODELS = {
 # Lines of the compiled HLO's entry computation that run nothing: the rest are kernels.
 _NOT_RUN = ("parameter", "constant", "get-tuple-element", "bitcast", "tuple")
 NEVER = 2**30  # a local SGD period no run reaches: only non-sync steps
-# (row name, strategy, options, the norms steps' program). odsgd without warm-up: its
-# steady program, which every tick after the warm-up runs, does not depend on the
-# warm-up's length and starts sooner; an endless period: only non-sync steps.
+# (row name, strategy, options, the norms steps' program). odsgd without warm-up: the
+# program of its settled ticks, which every tick after the warm-up runs, does not depend
+# on the warm-up's length and starts sooner; an endless period: only non-sync steps.
 ENTRIES = [
     ("ssgd", "ssgd", {}, False),
     ("ssgd (norms step)", "ssgd", {}, True),
@@ -209,9 +209,9 @@ def shard_map_baseline(model, input_shape, batch_per_device, devices) -> Step:
 def strategy_step(model, input_shape, batch_per_device, worker_mesh, name, options,
                   norms) -> Step:
   """The training loop's step of strategy `name`, the schedule already on the devices;
-  with `norms`, the program of the steps that compute the norms. A strategy with a
-  steady program (`StrategyDef.steady_from`) takes its first ticks as the loop does and
-  is timed in the steady program, which every later tick runs."""
+  with `norms`, the program of the steps that compute the norms. A strategy whose first
+  ticks differ (`TrainStep.settled_from`) takes them as the loop does and is timed in the
+  program of the settled ticks, which every later tick runs."""
   strategy = get_strategy(name)
   tx = strategy.make(INNER, axis_name=parallel.WORKER_AXES, **options)
   n = worker_mesh.num_workers
@@ -219,12 +219,11 @@ def strategy_step(model, input_shape, batch_per_device, worker_mesh, name, optio
                           "label": np.zeros((n, batch_per_device), np.int32)},
                          worker_mesh.sharding(parallel.BATCH))
   schedule = jax.device_put(synchronous_schedule(0, n), worker_mesh.sharding(parallel.REPLICATED))
-  steady_from = strategy.steady_tick(options)
-  train_step = make_train_step(model, tx, worker_mesh, strategy, steady_from=steady_from)
-  state = init_state(model, tx, worker_mesh, input_shape, seed=0)
-  for _ in range(steady_from or 0):  # the first ticks, in the general program
-    state, _ = train_step(state, batch, schedule)
-  return _StrategyStep(train_step.program(norms, steady=steady_from is not None), state, batch,
+  train_step = make_train_step(model, tx, worker_mesh, strategy)
+  state = train_step.init_state(input_shape, seed=0)
+  for tick in range(train_step.settled_from):  # the first ticks, in their program
+    state, _ = train_step(state, batch, schedule, tick)
+  return _StrategyStep(train_step.program(norms, train_step.settled_from), state, batch,
                        schedule, tx)
 
 

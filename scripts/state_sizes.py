@@ -11,7 +11,7 @@ into docs/strategies.md.
 import jax
 import jax.numpy as jnp
 
-from configs import _strategies, default
+from configs import default
 from odsgd_jax.models import make_model
 from odsgd_jax.strategies import STRATEGIES, resolve, state_model_copies
 from odsgd_jax.study import replace_section, run_main, script_parser
@@ -25,7 +25,7 @@ def measure() -> dict[str, dict[str, float]]:
   inner = make_inner_optimizer(config.optimizer, make_lr_schedule(config.optimizer, 100, 10))
   copies = {}
   for name in STRATEGIES:
-    options = dict(_strategies.STRATEGY_OPTIONS.get(name, {}))
+    options = dict(STRATEGIES[name].defaults or {})
     tx = resolve(name, options).make(inner, "workers")
     copies[name] = {}
     for model_name, shape in MODELS.items():
@@ -53,7 +53,7 @@ def main() -> None:
       "|---|---|---|---|",
   ]
   for name, by_model in copies.items():
-    options = ", ".join(f"{k}={v}" for k, v in _strategies.STRATEGY_OPTIONS.get(name, {}).items())
+    options = ", ".join(f"{k}={v}" for k, v in (STRATEGIES[name].defaults or {}).items())
     lines.append(f"| {name} | {options or '-'} | {by_model['cnn1d']:.2f} | "
                  f"{by_model['resnet20']:.2f} |")
   print("\n".join(lines))

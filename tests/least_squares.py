@@ -8,6 +8,7 @@ after every tick.
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from odsgd_jax.cluster import Schedule, synchronous_schedule
 from odsgd_jax import strategies
@@ -35,12 +36,14 @@ def homogeneous_schedules():
           for t in range(T)]
 
 
-def run_jax(name, inner, schedules, num_workers=N, with_logs=False, steady_from=None,
-            **options):
+def run_jax(name, inner, schedules, num_workers=N, with_logs=False, settled_from=None,
+            switch_at=None, **options):
   """The registered strategy on the shared harness (`strategies.worker_ticks`): per-tick
   params (T, N, DIM) and the model (and, `with_logs`, the strategy's logged metrics after
   every tick). `options` as a config writes them, `inner_momentum` among them if given.
-  From tick `steady_from` on, `update(..., steady=True)`, as the train step calls it."""
+  From tick `settled_from` on (or `switch_at`), the update traced with its tick conditions
+  decided for the ticks from `settled_from` on (`strategies.ticks.known_from`), as the
+  train step's program for them."""
   inner_momentum = options.pop("inner_momentum", None)
   spec = strategies.resolve(name, options, inner_momentum)
   tx = spec.make(inner, strategies.AXIS)
@@ -52,17 +55,30 @@ def run_jax(name, inner, schedules, num_workers=N, with_logs=False, steady_from=
     residual = a @ x - b
     return 0.5 * jnp.mean(residual**2), a.T @ residual / BATCH
 
-  general_tick, steady_tick = (jax.jit(strategies.worker_ticks(tx, loss_and_grad, steady))
-                               for steady in (False, True))
+  general_tick = jax.jit(strategies.worker_ticks(tx, loss_and_grad))
+  settled_tick = jax.jit(strategies.worker_ticks(tx, loss_and_grad, settled_from or 0))
   x = jnp.tile(jnp.asarray(X0, jnp.float32), (num_workers, 1))
   opt_state = strategies.init_workers(tx, x)
   history, logs = [], []
   for t, (active, order) in enumerate(schedules):
     schedule = Schedule(active=jnp.asarray(active[:num_workers]),
                         arrival_order=jnp.asarray(order, jnp.int32)[order < num_workers])
-    tick = steady_tick if steady_from is not None and t >= steady_from else general_tick
+    switch = settled_from if switch_at is None else switch_at
+    tick = settled_tick if switch is not None and t >= switch else general_tick
     x, opt_state = tick(x, opt_state, t, schedule)
     history.append(np.asarray(x))
     logs.append({k: float(np.mean(v)) for k, v in spec.definition.log(opt_state).items()})
   model = np.asarray(spec.definition.model_params(x, opt_state))
   return (np.stack(history), model, logs) if with_logs else (np.stack(history), model)
+
+
+def settled_tick(name, **options):
+  """The tick from which the strategy's tick conditions are all decided
+  (`strategies.ticks.settled_from` of its update on the harness)."""
+  inner_momentum = options.pop("inner_momentum", None)
+  tx = strategies.resolve(name, options, inner_momentum).make(optax.sgd(0.1), strategies.AXIS)
+  x = jnp.zeros((N, DIM), jnp.float32)
+  tick = strategies.worker_ticks(tx, lambda x, t, worker: (0.0, x))
+  schedule = synchronous_schedule(0, N)
+  return strategies.ticks.settled_from(
+      lambda: jax.eval_shape(tick, x, strategies.init_workers(tx, x), 0, schedule))

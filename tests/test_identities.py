@@ -6,9 +6,8 @@ import pytest
 
 from tests import numpy_reference as ref
 from tests.helpers import run_compiled_with
-from odsgd_jax.strategies import STRATEGIES
 from tests.least_squares import (N, T, X0, heterogeneous_schedules, homogeneous_schedules,
-                                 numpy_grad, run_jax)
+                                 numpy_grad, run_jax, settled_tick)
 
 EXACT = 1e-6
 INNERS = {"sgd": lambda: optax.sgd(0.1), "momentum": lambda: optax.sgd(0.05, momentum=0.9)}
@@ -115,25 +114,28 @@ def test_local_replicas_are_identical_right_after_each_round_end(name, options, 
     ("pseudo_sync", {"correction": "replay+spike"}),
     ("pseudo_sync", {"correction": "predict", "confidence": "fixed", "alpha": 0.7}),
 ])
-def test_the_steady_update_continues_the_general_one_bit_for_bit(name, options):
+def test_the_settled_ticks_program_continues_the_general_one_bit_for_bit(name, options):
   """Bit for bit as XLA:CPU compiles at optimization level 0 with its fusion emitters,
   where the two programs round alike; with LLVM's optimizations (the default), or with
   the tests' fast-compile emitters, they may differ in the last bit (docs/DESIGN.md)."""
   run_compiled_with(("--xla_backend_optimization_level=0",), "tests.test_identities",
-                    "steady_continues_general", name, options)
+                    "settled_continues_general", name, options)
 
 
-def steady_continues_general(name, options):
-  """From the strategy's `steady_from` tick on, `update(..., steady=True)` (the train
-  step's steady program: no conditional, no selects) is the general update exactly;
-  a tick earlier it is not (the transitions it leaves out do something)."""
+def settled_continues_general(name, options):
+  """From the tick where the strategy's tick conditions are all decided on, the update
+  traced with them decided (the train step's program for those ticks: no conditional, no
+  selects) is the general update exactly; a tick earlier it is not (the transitions it
+  leaves out do something)."""
   inner = optax.sgd(0.05, momentum=0.9)
-  steady_from = STRATEGIES[name].steady_tick(options)
+  settled_from = settled_tick(name, **options)
+  expected = {"odsgd": options.get("warmup_steps", 200) + 1, "pseudo_sync": 2}[name]
+  assert settled_from == expected  # after the warm-up and the first delayed tick; tick 2
   general, general_model = run_jax(name, inner, homogeneous_schedules(), **options)
-  steady, steady_model = run_jax(name, inner, homogeneous_schedules(), steady_from=steady_from,
-                                 **options)
-  np.testing.assert_array_equal(steady, general)
-  np.testing.assert_array_equal(steady_model, general_model)
-  early, _ = run_jax(name, inner, homogeneous_schedules(), steady_from=steady_from - 1,
-                     **options)
+  settled, settled_model = run_jax(name, inner, homogeneous_schedules(),
+                                   settled_from=settled_from, **options)
+  np.testing.assert_array_equal(settled, general)
+  np.testing.assert_array_equal(settled_model, general_model)
+  early, _ = run_jax(name, inner, homogeneous_schedules(), settled_from=settled_from,
+                     switch_at=settled_from - 1, **options)
   assert np.abs(early - general).max() > 1e-6

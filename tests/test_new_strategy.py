@@ -64,6 +64,7 @@ def clip_ssgd_reference(grad, x0, n, t, inner, schedules, limit=1.0):
 
 strategies.register(strategies.StrategyDef(  # the one registration
     "clip_ssgd", clip_ssgd, strategies.ssgd_model_params, timeline=cluster.SynchronousTimeline,
+    sends=strategies.EVERY_TICK,
     examples=(strategies.Example({"limit": 0.5}, 0, "nothing: the inner state only"),)))
 ref.add_case("clip_ssgd", "clip_ssgd", {"limit": 0.2},  # clips some least-squares gradients
              lambda p, inner, sch: clip_ssgd_reference(*p, inner, sch, limit=0.2))

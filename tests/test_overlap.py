@@ -1,6 +1,6 @@
-"""Overlap is possible: in the compiled train step of odsgd and pseudo_sync no
-collective depends on the step's batch (its all-reduce can run while the
-gradient is computed); in ssgd one does."""
+"""What the compiled train step moves. Overlap is possible: in the step of odsgd and
+pseudo_sync no collective depends on the step's batch (its all-reduce can run while the
+gradient is computed); in ssgd one does. A tick runs only its branch's collectives."""
 
 import re
 
@@ -13,7 +13,7 @@ from odsgd_jax import parallel
 from odsgd_jax.cluster import synchronous_schedule
 from odsgd_jax.models import make_model
 from odsgd_jax.strategies import get_strategy
-from odsgd_jax.train import init_state, make_train_step
+from odsgd_jax.train import make_train_step
 
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?(%[\w.\-]+)\s*=\s*.*?\s([\w\-]+)\((.*)$")
@@ -80,19 +80,21 @@ def collectives_on_batch(hlo_text):
   return dependent
 
 
-def _compiled_step(name, steady=False, **options):
-  num_workers = 8
+def _compiled_step(name, settled=False, model=None, num_workers=8, **options):
+  """The compiled step's HLO text: of the first tick, or with `settled` of the ticks from
+  which the strategy's tick conditions are decided (`TrainStep.settled_from`)."""
   worker_mesh = parallel.make_worker_mesh(num_workers, 8)
-  model = make_model("cnn1d", 10)
+  model = model or make_model("cnn1d", 10)
   strategy = get_strategy(name)
   tx = strategy.make(optax.sgd(0.1, momentum=0.9), axis_name=parallel.WORKER_AXES, **options)
-  state = init_state(model, tx, worker_mesh, (40,), seed=0)
   batch = jax.device_put({"image": np.zeros((num_workers, 4, 40), np.float32),
                           "label": np.zeros((num_workers, 4), np.int32)},
                          worker_mesh.sharding(parallel.BATCH))
-  steady_from = strategy.steady_tick(options) if steady else None
-  step = make_train_step(model, tx, worker_mesh, strategy, steady_from=steady_from).program(
-      steady=steady)
+  train_step = make_train_step(model, tx, worker_mesh, strategy)
+  state = train_step.init_state((40,), seed=0)
+  if settled:
+    assert train_step.settled_from > 0, "the strategy has tick conditions to decide"
+  step = train_step.program(tick=train_step.settled_from if settled else 0)
   return step.lower(state, batch, synchronous_schedule(0, num_workers)).compile().as_text()
 
 
@@ -101,9 +103,9 @@ def _compiled_step(name, steady=False, **options):
     ("odsgd", {"local_lr": 0.05, "warmup_steps": 0, "local_optimizer": "dcasgd"}),
     ("pseudo_sync", {}),
 ])
-@pytest.mark.parametrize("steady", [False, True])  # the first ticks' program and the later
-def test_delayed_strategies_all_reduce_nothing_from_this_batch(name, options, steady):
-  hlo = _compiled_step(name, steady, **options)
+@pytest.mark.parametrize("settled", [False, True])  # the first ticks' program and the later
+def test_delayed_strategies_all_reduce_nothing_from_this_batch(name, options, settled):
+  hlo = _compiled_step(name, settled, **options)
   assert re.search(r"all-reduce(-start)?\(", hlo), "the step must still synchronize"
   assert collectives_on_batch(hlo) == []
 
@@ -143,3 +145,4 @@ def test_a_tick_runs_only_the_collectives_of_its_branch(name, options):
   hlo = _compiled_step(name, **options)
   assert re.search(r"all-(reduce|gather)(-start)?\(", hlo), "the step must still synchronize"
   assert collectives_outside_branches(hlo) == []
+

@@ -1,6 +1,5 @@
 """The whole loop: outputs, devices, resume bit for bit, divergence, BatchNorm."""
 
-import dataclasses
 import importlib
 import json
 import os
@@ -17,7 +16,7 @@ from odsgd_jax import parallel
 from odsgd_jax.cluster import synchronous_schedule
 from odsgd_jax.models import make_model
 from configs import _strategies
-from odsgd_jax.strategies import STRATEGIES, StepHints, get_strategy, ssgd
+from odsgd_jax.strategies import STRATEGIES, get_strategy, ssgd
 from odsgd_jax.train import (Hook, NonFiniteLossError, init_state, make_eval_step, make_train_step,
                              model_variables, read_metrics, train_and_evaluate)
 from tests.catalog_standins import prepare_standin
@@ -279,10 +278,10 @@ def test_the_train_step_compiles_once_per_run(small_config, tmp_path, strategy):
   # 20 steps, as test_crash_then_resume_...: the same programs, compiled once per suite
   train_and_evaluate(config, str(tmp_path / "run"), hooks=[kept])
   train_step = kept.experiment.train_step
-  used = {(step % 5 == 0, train_step.steady(step - 1))
+  used = {(step % 5 == 0, train_step.program_tick(step - 1))
           for step in range(1, config.train.num_steps + 1)}
   assert {key: program.compilations() for key, program in train_step.programs.items()} \
-      == {key: int(key in used) for key in train_step.programs}
+      == {key: 1 for key in used}
 
 
 def test_on_one_device_the_train_step_compiles_once(small_config, tmp_path):
@@ -302,30 +301,29 @@ def test_on_one_device_the_train_step_compiles_once(small_config, tmp_path):
 ])
 def test_large_replaced_tensors_are_not_donated_and_the_step_is_unchanged(name, options, kept):
   """The fields a strategy replaces whole while the step still reads them
-  (`step_hints.replaced_each_tick`): their tensors of at least SMALL_TENSOR_BYTES per worker stay
+  (`train.REPLACED_EACH_TICK`): their tensors of at least SMALL_TENSOR_BYTES per worker stay
   out of the donation (their input buffers outlive the step), everything else is donated,
   and the states are bit for bit those of the program that donates everything."""
   model = make_model("mlp", 10, hidden_sizes=(512,))  # kernel 40 x 512: 80 KiB per worker
   strategy = get_strategy(name)
   tx = strategy.make(optax.sgd(0.1, momentum=0.9), axis_name=parallel.WORKER_AXES, **options)
   worker_mesh = parallel.make_worker_mesh(2, 1)
-  steady_from = strategy.steady_tick(options)  # odsgd, pseudo_sync: from the third step
-  steps = {donation: make_train_step(model, tx, worker_mesh, kept, steady_from=steady_from)
-           for donation, kept in (("split", strategy),
-                                  ("whole", dataclasses.replace(strategy, step_hints=StepHints())))}
-  states = {donation: init_state(model, tx, worker_mesh, (40,), seed=0) for donation in steps}
+  steps = {donation: make_train_step(model, tx, worker_mesh, strategy,
+                                     split_donation=donation == "split")
+           for donation in ("split", "whole")}
+  assert steps["split"].settled_from == {"oscars": 0}.get(name, 2)  # the third step on
+  states = {donation: step.init_state((40,), seed=0) for donation, step in steps.items()}
   rng = np.random.default_rng(0)
   for tick in range(3):
     batch = jax.device_put({"image": rng.normal(size=(2, 8, 40)).astype(np.float32),
                             "label": rng.integers(0, 10, (2, 8)).astype(np.int32)},
                            worker_mesh.sharding(parallel.BATCH))
     before = states["split"]
-    states = {donation: step(states[donation], batch, synchronous_schedule(0, 2),
-                             steady=step.steady(tick))[0]
+    states = {donation: step(states[donation], batch, synchronous_schedule(0, 2), tick)[0]
               for donation, step in steps.items()}
   assert_trees_equal(states["split"], states["whole"])
   for key in steps["split"].programs:
-    assert steps["split"].programs[key].split._cache_size() == (0 if key[0] else 1)  # no norms
+    assert steps["split"].programs[key].split._cache_size() == 1
     assert steps["whole"].programs[key].split._cache_size() == 0
   pending = getattr(before.opt_state, "pending_grads", None)  # packed: its one large tensor
   kernels = {"params": before.params["Dense_0"]["kernel"],

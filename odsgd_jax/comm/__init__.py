@@ -18,6 +18,7 @@ from odsgd_jax.comm._exchange import Communication as Communication
 from odsgd_jax.comm._exchange import CommunicationState as CommunicationState
 from odsgd_jax.comm._exchange import compressed_exchange as compressed_exchange
 from odsgd_jax.comm._exchange import exchange as exchange
+from odsgd_jax.comm._exchange import held_as_one_vector as held_as_one_vector
 from odsgd_jax.comm._exchange import Traffic as Traffic
 from odsgd_jax.comm._exchange import init_state as init_state
 from odsgd_jax.comm._exchange import init_traffic as init_traffic

@@ -8,6 +8,7 @@ import optax
 
 from odsgd_jax import cluster, comm, domains
 from odsgd_jax.strategies import _delay as delay
+from odsgd_jax.strategies._registry import EVERY_TICK, Example, StrategyDef, register
 
 
 class AsgdState(NamedTuple):
@@ -164,3 +165,19 @@ def asgd_model_params(worker_params: Any, worker_opt_state: AsgdState) -> Any:
 def asgd_log(worker_opt_state: AsgdState) -> dict[str, jax.Array]:
   return {"staleness_mean": worker_opt_state.staleness_mean,
           "staleness_max": worker_opt_state.staleness_max}
+
+
+register(StrategyDef(
+    "asgd", asgd, asgd_model_params, timeline=cluster.AsynchronousTimeline,
+    # every tick some worker's gradient lands (the fastest worker's cycle is a tick)
+    sends=EVERY_TICK, log=asgd_log,
+    inner_updates_per_tick=lambda num_workers: num_workers,
+    defaults={"delay_compensation": 0.0},
+    # N server steps per tick (one per arriving gradient), each with stale gradients:
+    # momentum 0.9 diverges, and without momentum the synchronous rate (0.1) is the best
+    # on validation (docs/delays.md, "options_asgd"):
+    #   python scripts/sweep.py --config configs/default.py:asgd \
+    #       --grid optimizer.momentum=0.0,0.9 --grid optimizer.learning_rate=0.1,0.05,0.025,0.2
+    optimizer_changes={"momentum": 0.0},
+    examples=(Example({"delay_compensation": 0.1}, 1, "server W"),
+              Example({"correction": "predict+spike"}, 3, "+ spike's two velocities"))))

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import optax
 
 from odsgd_jax import cluster, comm, domains
+from odsgd_jax.strategies._registry import EVERY_TICK, Example, StrategyDef, register
 
 ORDERS = ("combine_first", "step_first")
 
@@ -80,3 +81,10 @@ def gossip_model_params(worker_params: Any, worker_opt_state: GossipState) -> An
   del worker_opt_state
   return jax.tree.map(lambda x: jnp.mean(x.astype(jnp.float32), axis=0).astype(x.dtype),
                       worker_params)
+
+
+register(StrategyDef(
+    "gossip", gossip, gossip_model_params, timeline=cluster.GossipTimeline, sends=EVERY_TICK,
+    examples=(Example({"graph": "ring"}, 0, "nothing: the inner state only (its own)"),
+              Example({"graph": "exponential", "order": "step_first"}, 0,
+                      "nothing: the inner state only (its own)"))))

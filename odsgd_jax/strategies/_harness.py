@@ -9,6 +9,7 @@ import optax
 
 from odsgd_jax import comm
 from odsgd_jax.cluster import Schedule
+from odsgd_jax.strategies import _ticks as ticks
 
 AXIS = "workers"  # the axis the workers are mapped over
 
@@ -17,17 +18,18 @@ LossAndGrad = Callable[[Any, Any, Any], tuple[Any, Any]]
 
 
 def worker_ticks(tx: optax.GradientTransformationExtraArgs, loss_and_grad: LossAndGrad,
-                 steady: bool = False) -> Callable[[Any, Any, Any, Schedule], tuple[Any, Any]]:
+                 from_tick: int = 0) -> Callable[[Any, Any, Any, Schedule], tuple[Any, Any]]:
   """`tick(x, opt_state, t, schedule) -> (x, opt_state)` of every worker: x and opt_state
   carry a leading worker dimension, `t` and `schedule` are shared. Each worker takes its
-  gradient at its own x, and `tx` (built with `axis_name=AXIS`) updates it. `steady`:
-  `update(..., steady=True)`, as the train step calls it from the strategy's steady tick.
-  Not jitted: jit it, or call it inside a jitted loop."""
-  extra = {"steady": True} if steady else {}
+  gradient at its own x, and `tx` (built with `axis_name=AXIS`) updates it. `from_tick`:
+  the strategy's tick conditions taken as known for ticks from it on
+  (`odsgd_jax.strategies.ticks.known_from`), as the train step's program for those ticks
+  traces them. Not jitted: jit it, or call it inside a jitted loop."""
 
   def worker_tick(x, opt_state, t, schedule):
     loss, grads = loss_and_grad(x, t, comm.worker_index(AXIS))
-    updates, opt_state = tx.update(grads, opt_state, x, schedule=schedule, loss=loss, **extra)
+    with ticks.known_from(from_tick):
+      updates, opt_state = tx.update(grads, opt_state, x, schedule=schedule, loss=loss)
     return optax.apply_updates(x, updates), opt_state
 
   return jax.vmap(worker_tick, in_axes=(0, 0, None, None), axis_name=AXIS)

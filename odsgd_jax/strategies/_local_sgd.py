@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import optax
 
 from odsgd_jax import cluster, comm, domains
+from odsgd_jax.strategies._registry import Example, StrategyDef, register
 
 ADAPT_MODES = ("fixed", "linear", "loss")
 OUTER = domains.Domain(
@@ -30,6 +31,13 @@ class LocalSgdState(NamedTuple):
   first_round_loss: jax.Array  # shape=(), float32: mean loss of round 0 (0 until known)
   last_round_loss: jax.Array  # shape=(), float32: mean loss of the last finished round
   communication: Any  # compression state of the round-end exchange, or None
+
+
+class OscarsState(LocalSgdState):
+  """State of `oscars`: `LocalSgdState`'s fields, as a type of its own (inactive workers
+  keep their momentum through a select, which the train step's donation reads by type)."""
+
+  __slots__ = ()
 
 
 def _next_period(adapt: str, period: int, state: LocalSgdState, round_loss: jax.Array):
@@ -59,13 +67,13 @@ def _weighted_average(anchor: Any, local_params: Any, weight: jax.Array, communi
 
 
 def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt, heterogeneous,
-                 compression=None):
+                 compression=None, state_type=LocalSgdState):
   inner = optax.with_extra_args_support(inner)
   communication = comm.parse_communication(compression)
 
   def init_fn(params):
     zero_i, zero_f = jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32)
-    return LocalSgdState(
+    return state_type(
         inner_state=inner.init(params), anchor=params,
         outer_state=outer.init(params) if outer is not None else None,
         tick=zero_i, period=jnp.asarray(period, jnp.int32), local_steps=zero_i,
@@ -111,7 +119,7 @@ def _round_based(inner, *, axis_name, period, outer, average_inner_state, adapt,
             treedef, [next(averaged) if f else s for s, f in zip(leaves, floating, strict=True)])
       round_loss = comm.total(loss_sum, axis_name) / jnp.maximum(
           comm.total(local_steps, axis_name), 1).astype(jnp.float32)
-      new_state = LocalSgdState(
+      new_state = state_type(
           inner_state=synced_inner, anchor=anchor, outer_state=outer_state,
           tick=jnp.zeros((), jnp.int32), period=_next_period(adapt, period, state, round_loss),
           local_steps=jnp.zeros((), jnp.int32), last_round_steps=local_steps,
@@ -227,7 +235,7 @@ def oscars(
   """
   return _round_based(inner, axis_name=axis_name, period=period, outer=outer,
                       average_inner_state=False, adapt=adapt, heterogeneous=True,
-                      compression=compression)
+                      compression=compression, state_type=OscarsState)
 
 
 def local_sgd_model_params(worker_params: Any, worker_opt_state: LocalSgdState) -> Any:
@@ -253,3 +261,16 @@ def local_sgd_round_end(worker_opt_state: LocalSgdState) -> jax.Array:
   return worker_opt_state.tick == 0
 
 
+
+
+register(StrategyDef(
+    "local_sgd", local_sgd, local_sgd_model_params, timeline=cluster.LocalSgdTimeline,
+    sends=local_sgd_round_end, log=local_sgd_log, defaults={"period": 4},
+    examples=(Example({"period": 3}, 1, "anchor"),
+              Example({"period": 4, "outer": optax.sgd(0.7, momentum=0.9)}, 2,
+                      "+ outer momentum"))))
+register(StrategyDef(
+    "oscars", oscars, local_sgd_model_params, timeline=cluster.OscarsTimeline,
+    sends=local_sgd_round_end, log=local_sgd_log, defaults={"period": 4, "adapt": "fixed"},
+    examples=(Example({"period": 3, "adapt": "linear"}, 1, "anchor"),
+              Example({"period": 4}, 1, "anchor"))))

@@ -6,9 +6,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from odsgd_jax import comm, domains
+from odsgd_jax import cluster, comm, domains
 from odsgd_jax.strategies import _delay as delay
-from odsgd_jax.strategies import _pending as pending
+from odsgd_jax.strategies import _ticks as ticks
+from odsgd_jax.strategies._registry import EVERY_TICK, Example, StrategyDef, register
 
 LOCAL_OPTIMIZERS = ("sgd", "momentum", "dcasgd", "replay")
 
@@ -18,7 +19,7 @@ class OdsgdState(NamedTuple):
 
   global_params: Any  # W: every averaged gradient up to step t-1 applied
   inner_state: Any  # the global (server) optimizer's state
-  pending_grads: Any  # this worker's gradient of the previous step, P_i (packed: _pending)
+  pending_grads: Any  # this worker's gradient of the previous step, P_i
   local_momentum: Any  # this worker's local momentum buffer ("momentum" only, else None)
   count: jax.Array  # shape=(), int32: steps taken
   communication: Any  # compression state (error feedback, ...) or None
@@ -97,12 +98,6 @@ def odsgd(
   `local_lr = 0` is plain one-step-delayed SGD. For the first `warmup_steps`
   steps it is synchronous SGD (authors: 200).
 
-  `update(..., steady=True)`, for a caller that knows that `count > warmup_steps`
-  (the train step, from tick `warmup_steps + 1` on: `odsgd_steady_from`), is the
-  delayed step alone, compiled without the warm-up's conditional and the first
-  delayed step's selects (with them XLA passes over the momentum twice in every tick;
-  scripts/benchmark.py).
-
   Args:
     inner: the global optimizer, applied to the averaged delayed gradient.
     axis_name: the worker axis (or tuple of axes).
@@ -138,7 +133,7 @@ def odsgd(
     zeros = optax.tree.zeros_like(params)
     momentum = zeros if local_optimizer == "momentum" else None
     return OdsgdState(global_params=params, inner_state=inner.init(params),
-                      pending_grads=pending.init(communication, params),
+                      pending_grads=zeros,
                       local_momentum=momentum,
                       count=jnp.zeros((), jnp.int32),
                       communication=comm.init_state(communication, params),
@@ -156,22 +151,22 @@ def odsgd(
     return _local_step(local_optimizer, global_params, previous_global, grads, momentum,
                        local_lr_fn(count), local_momentum, local_weight_decay, dc_lambda)
 
-  def delayed_step(grads, state, steady=False):
-    mean_pending, comm_state, new_pending = pending.exchange(
-        communication, state.pending_grads, state.communication, grads, axis_name)
+  def delayed_step(grads, state):
+    mean_pending, comm_state = comm.exchange(communication, state.pending_grads,
+                                             state.communication, axis_name)
     fed, spike_state = mean_pending, state.spike
     if spike:
       fed, spike_state = delay.spike(mean_pending, state.spike, 1, inner_momentum)
     step, inner_state = inner.update(fed, state.inner_state, state.global_params)
     global_params = optax.apply_updates(state.global_params, step)
-    if not steady:  # the first delayed step has nothing pending
-      has_pending = state.count > warmup_steps
-      global_params = optax.tree.where(has_pending, global_params, state.global_params)
-      inner_state = optax.tree.where(has_pending, inner_state, state.inner_state)
-      spike_state = optax.tree.where(has_pending, spike_state, state.spike) if spike else None
+    # the first delayed step has nothing pending: W and the optimizers stay
+    has_pending = ticks.after(state.count, warmup_steps)
+    global_params = ticks.where(has_pending, global_params, state.global_params)
+    inner_state = ticks.where(has_pending, inner_state, state.inner_state)
+    spike_state = ticks.where(has_pending, spike_state, state.spike) if spike else None
     params, local = compensate(global_params, state.global_params, grads, state.local_momentum,
                                state.count, inner_state, spike_state)
-    return params, OdsgdState(global_params, inner_state, new_pending, local,
+    return params, OdsgdState(global_params, inner_state, grads, local,
                               optax.safe_increment(state.count), comm_state, spike_state)
 
   def synchronous_step(grads, state):
@@ -186,15 +181,13 @@ def odsgd(
                                      state.local_momentum, optax.safe_increment(state.count),
                                      comm_state, spike_state)
 
-  def update_fn(grads, state, params=None, *, steady=False, **extra_args):
+  def update_fn(grads, state, params=None, **extra_args):
     del extra_args
-    if steady:  # the caller vouches that count > warmup_steps: no select, no conditional
-      new_params, new_state = delayed_step(grads, state, steady=True)
-    elif warmup_steps:
-      new_params, new_state = jax.lax.cond(comm.uniform(state.count < warmup_steps, axis_name),
-                                           synchronous_step, delayed_step, grads, state)
-    else:  # no conditional in the program: its only all-reduce reads P_i
-      new_params, new_state = delayed_step(grads, state)
+    # Without a warm-up the condition is False from the start: no conditional in the
+    # program, and its only all-reduce reads P_i.
+    new_params, new_state = ticks.cond(ticks.before(state.count, warmup_steps),
+                                       synchronous_step, delayed_step, grads, state,
+                                       axis_name=axis_name)
     return optax.tree.sub(new_params, params), new_state
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
@@ -206,7 +199,17 @@ def odsgd_model_params(worker_params: Any, worker_opt_state: OdsgdState) -> Any:
   return comm.first_worker(worker_opt_state.global_params)
 
 
-def odsgd_steady_from(options: dict[str, Any]) -> int:
-  """The first tick of `update(..., steady=True)`: after the warm-up and the first
-  delayed step (which has nothing pending)."""
-  return options["warmup_steps"] + 1
+register(StrategyDef(
+    "odsgd", odsgd, odsgd_model_params, timeline=cluster.PipelinedTimeline, sends=EVERY_TICK,
+    # The authors' local 0.5 carries a 1/(B N) rescale: 0.5 / N = 0.0625 here (N = 8).
+    # On mnist1d 0.1 does better on validation (docs/strategies.md):
+    #   python scripts/sweep.py --config configs/default.py:odsgd \
+    #       --grid strategy.local_lr=0.1,0.0625,0.0
+    defaults={"local_lr": 0.1, "local_optimizer": "sgd", "warmup_steps": 200, "dc_lambda": 2.0},
+    examples=(Example({"local_lr": 0.05, "warmup_steps": 2, "local_optimizer": "momentum"}, 3,
+                      "global W + pending gradient + local momentum"),
+              Example({"local_lr": 0.1}, 2, "global W + pending gradient"),
+              Example({"local_lr": 0.1, "local_optimizer": "dcasgd"}, 2,
+                      "W_prev is W before update"),
+              Example({"local_lr": 0.1, "local_optimizer": "replay", "correction": "spike"}, 4,
+                      "+ spike's velocity and compensated velocity"))))

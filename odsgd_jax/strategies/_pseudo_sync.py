@@ -6,9 +6,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from odsgd_jax import comm, domains
+from odsgd_jax import cluster, comm, domains
 from odsgd_jax.strategies import _delay as delay
-from odsgd_jax.strategies import _pending as pending
+from odsgd_jax.strategies import _ticks as ticks
+from odsgd_jax.strategies._registry import EVERY_TICK, Example, StrategyDef, register
 
 CONFIDENCE_MODES = ("adaptive", "fixed")
 _EPSILON = 1e-12
@@ -18,7 +19,7 @@ class PseudoSyncState(NamedTuple):
   """State of `pseudo_sync`; everything but `pending_grads` is identical on every worker."""
 
   inner_state: Any  # the inner optimizer's state
-  pending_grads: Any  # this worker's gradient of the previous step, P_i (packed: _pending)
+  pending_grads: Any  # this worker's gradient of the previous step, P_i
   prediction: Any  # S: the smoothed gradient the last update used
   # One entry per tensor, in the tree's order (shape=(tensors,), float32):
   error_sum: jax.Array  # sum A, A the smoothed prediction error (Trigg-Leach numerator)
@@ -80,9 +81,7 @@ def pseudo_sync(
 
   No update at the first step (nothing is pending); at the second, S_prev =
   G_prev. All replicas stay identical. `confidence="fixed", alpha=1` is plain
-  one-step-delayed SGD. `update(..., steady=True)`, for a caller that knows that
-  `count >= 2` (the train step, from tick 2 on), leaves out the selects of those two
-  ticks (they make XLA pass over the state twice; scripts/benchmark.py).
+  one-step-delayed SGD.
 
   Delay corrections (`correction`, odsgd_jax/strategies/_delay.py): "spike" feeds the
   inner optimizer the spike-compensated S for a delay of one update (`inner_momentum`: the
@@ -123,7 +122,7 @@ def pseudo_sync(
     scalars = lambda value: jnp.full(len(jax.tree.leaves(params)), value, jnp.float32)
     return PseudoSyncState(
         inner_state=inner.init(params),
-        pending_grads=pending.init(communication, params),
+        pending_grads=zeros,
         prediction=zeros,
         error_sum=scalars(0.0), abs_error_sum=scalars(0.0), alpha=scalars(1.0),
         count=jnp.zeros((), jnp.int32), communication=comm.init_state(communication, params),
@@ -131,13 +130,12 @@ def pseudo_sync(
         spike=delay.spike_init(params) if spike else None,
     )
 
-  def update_fn(grads, state, params=None, *, steady=False, **extra_args):
+  def update_fn(grads, state, params=None, **extra_args):
     del extra_args
-    mean_pending, comm_state, new_pending = pending.exchange(
-        communication, state.pending_grads, state.communication, grads, axis_name)
-    previous = state.prediction
-    if not steady:  # the first gradient (count 1) has no history to smooth with
-      previous = optax.tree.where(state.count == 1, mean_pending, state.prediction)
+    mean_pending, comm_state = comm.exchange(communication, state.pending_grads,
+                                             state.communication, axis_name)
+    # the first gradient (count 1) has no history to smooth with
+    previous = ticks.where(ticks.at(state.count, 1), mean_pending, state.prediction)
     if confidence == "adaptive":
       sums = jnp.array([_error_sums(g, s) for g, s in zip(
           jax.tree.leaves(mean_pending), jax.tree.leaves(previous), strict=True)])
@@ -156,15 +154,14 @@ def pseudo_sync(
       fed, spike_state = delay.spike(prediction, state.spike, 1, inner_momentum)
     weights = state.weights if keeps_weights else params
     step, inner_state = inner.update(fed, state.inner_state, weights)
-    if steady:
-      keep = lambda new, old: new
-    else:  # nothing is pending at count 0: no update, the state stays
-      keep = lambda new, old: optax.tree.where(state.count > 0, new, old)
-      step = optax.tree.where(state.count > 0, step, optax.tree.zeros_like(step))
+    # nothing is pending at count 0: no update, the state stays
+    started = ticks.after(state.count, 0)
+    keep = lambda new, old: ticks.where(started, new, old)
+    step = keep(step, optax.tree.zeros_like(step))
     inner_state = keep(inner_state, state.inner_state)
     weights = optax.apply_updates(weights, step)
     new_state = PseudoSyncState(
-        inner_state=inner_state, pending_grads=new_pending,
+        inner_state=inner_state, pending_grads=grads,
         prediction=keep(prediction, state.prediction),
         error_sum=keep(error_sum, state.error_sum),
         abs_error_sum=keep(abs_error_sum, state.abs_error_sum),
@@ -199,7 +196,15 @@ def pseudo_sync_log(worker_opt_state: PseudoSyncState) -> dict[str, jax.Array]:
   return {"alpha": jnp.mean(worker_opt_state.alpha, axis=-1)}
 
 
-def pseudo_sync_steady_from(options: dict[str, Any]) -> int:
-  """The first tick of `update(..., steady=True)`: the third (ticks 0 and 1 are special)."""
-  del options
-  return 2
+register(StrategyDef(
+    "pseudo_sync", pseudo_sync, pseudo_sync_model_params, timeline=cluster.PipelinedTimeline,
+    sends=EVERY_TICK, log=pseudo_sync_log,
+    # The reconstruction's adaptive smoothing, with the delay corrections that make
+    # ssgd's own optimizer stable for it (docs/delays.md):
+    #   python scripts/sweep.py --config configs/default.py:pseudo_sync \
+    #       --grid strategy.correction=none,replay,replay+spike
+    defaults={"confidence": "adaptive", "phi": 0.9, "alpha_min": 0.5,
+              "correction": "replay+spike"},
+    examples=(Example({"correction": "replay+spike"}, 5,
+                      "pending, prediction S, the model W and spike's two velocities"),
+              Example({}, 2, "pending, prediction S (of A and M only their sums per tensor)"))))

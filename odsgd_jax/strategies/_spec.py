@@ -32,17 +32,15 @@ class StrategySpec:
            axis_name: Any) -> optax.GradientTransformationExtraArgs:
     return self.definition.make(inner, axis_name=axis_name, **self.options)
 
-  def steady_tick(self) -> int | None:
-    return self.definition.steady_tick(self.options)
-
   def make_timeline(self, workers: cluster.Workers, network: cluster.Network,
                     message_bytes: float, overlap: cluster.Overlap | None) -> cluster.Timeline:
     return self.definition.make_timeline(workers, network, message_bytes, overlap, **self.options)
 
 
-def resolve(name: str, options: Mapping[str, Any],
-            inner_momentum: float | None = None) -> StrategySpec:
-  """The strategy `name` with `options` (as a config writes them), checked.
+def resolve(name: str, options: Mapping[str, Any], inner_momentum: float | None = None,
+            num_workers: int | None = None) -> StrategySpec:
+  """The strategy `name` with `options` (as a config writes them), checked; with
+  `num_workers`, also the bounds that depend on the number of workers.
 
   An `outer` optimizer given as sgd's arguments ({"learning_rate": 0.7, "momentum":
   0.9}) becomes `optax.sgd(**outer)`; `inner_momentum` (the inner optimizer's heavy-ball
@@ -70,6 +68,11 @@ def resolve(name: str, options: Mapping[str, Any],
     if isinstance(options.get("outer"), Mapping):
       options["outer"] = optax.sgd(**options["outer"])
     definition.make(optax.identity(), axis_name="workers", **options)
+    if num_workers is not None:
+      given = {**definition.options(), **options}
+      for option, domain in definition.make.domains.items():
+        if option in given:
+          domains.check_value(option, given[option], domain, num_workers)
   except domains.OptionError as error:
     raise ValueError(f"strategy.{error}") from error
   except (ValueError, TypeError) as error:

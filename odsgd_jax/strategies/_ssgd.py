@@ -4,7 +4,8 @@ from typing import Any, NamedTuple
 
 import optax
 
-from odsgd_jax import comm, domains
+from odsgd_jax import cluster, comm, domains
+from odsgd_jax.strategies._registry import EVERY_TICK, Example, StrategyDef, register
 
 
 class SsgdState(NamedTuple):
@@ -73,3 +74,8 @@ def ssgd_model_params(worker_params: Any, worker_opt_state: Any) -> Any:
   """The model of an ssgd run: worker 0's parameters (all replicas are identical)."""
   del worker_opt_state
   return comm.first_worker(worker_params)
+
+
+register(StrategyDef(
+    "ssgd", ssgd, ssgd_model_params, timeline=cluster.SynchronousTimeline, sends=EVERY_TICK,
+    examples=(Example({}, 0, "nothing: the inner state only"),)))

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import optax
 
 from odsgd_jax import cluster, comm, domains
+from odsgd_jax.strategies._registry import EVERY_TICK, Example, StrategyDef, register
 
 
 class SspState(NamedTuple):
@@ -100,3 +101,9 @@ def ssp_model_params(worker_params: Any, worker_opt_state: SspState) -> Any:
 
 def ssp_log(worker_opt_state: SspState) -> dict[str, jax.Array]:
   return {"clock_gap": worker_opt_state.clock_gap, "blocked": worker_opt_state.blocked}
+
+
+register(StrategyDef(
+    "ssp", ssp, ssp_model_params, timeline=cluster.AsynchronousTimeline, sends=EVERY_TICK,
+    log=ssp_log, defaults={"staleness": 2},
+    examples=(Example({"staleness": 2}, 1, "server W"),)))

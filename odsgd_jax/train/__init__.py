@@ -19,8 +19,15 @@ from odsgd_jax.train._optimizer import strategy_spec as strategy_spec
 from odsgd_jax.train._step import TrainState as TrainState
 from odsgd_jax.train._step import init_state as init_state
 from odsgd_jax.train._step import make_eval_step as make_eval_step
-from odsgd_jax.train._step import TrainStep as TrainStep
-from odsgd_jax.train._step import make_train_step as make_train_step
+from odsgd_jax.train._programs import REPLACED_EACH_TICK as REPLACED_EACH_TICK
+from odsgd_jax.train._programs import SMALL_TENSOR_BYTES as SMALL_TENSOR_BYTES
+from odsgd_jax.train._programs import TrainStep as TrainStep
+from odsgd_jax.train._programs import make_train_step as make_train_step
+from odsgd_jax.train._simulation import SimulatedClock as SimulatedClock
+from odsgd_jax.train._step import StepSetup as StepSetup
+from odsgd_jax.train._step import clock_record as clock_record
+from odsgd_jax.train._step import metric_names as metric_names
+from odsgd_jax.train._step import train_step as train_step
 from odsgd_jax.train._step import model_variables as model_variables
 from odsgd_jax.train._validate import ConfigError as ConfigError
 from odsgd_jax.train._validate import validate_config as validate_config

@@ -48,6 +48,13 @@ def _closed_loop_callback(unraisable) -> bool:
           and str(unraisable.exc_value) == "Event loop is closed")
 
 
+def save_model(path: epath.Path, variables: Any) -> None:
+  """The run's result on its own, loadable without knowing the strategy's state: its
+  model's variables, as host arrays (loadable anywhere)."""
+  with ocp.StandardCheckpointer() as checkpointer:
+    checkpointer.save(path, parallel.fetch(variables), force=True)
+
+
 class CheckpointError(RuntimeError):
   """A checkpoint that cannot be resumed with this config; it is left untouched."""
 

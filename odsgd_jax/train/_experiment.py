@@ -22,8 +22,8 @@ from odsgd_jax.models import make_model
 from odsgd_jax.strategies import StrategySpec
 from odsgd_jax.train._evaluate import Evaluator
 from odsgd_jax.train._optimizer import make_inner_optimizer, make_lr_schedule
-from odsgd_jax.train._step import (TrainState, TrainStep, init_state, make_eval_step,
-                                   make_train_step)
+from odsgd_jax.train._programs import TrainStep, make_train_step
+from odsgd_jax.train._step import TrainState, make_eval_step
 from odsgd_jax.train._validate import ConfigError, validate_config
 
 
@@ -37,10 +37,10 @@ class Experiment:
   splits: Splits
   model: Any
   strategy: StrategySpec  # the config's strategy and options, resolved once
-  tx: optax.GradientTransformationExtraArgs
+  tx: optax.GradientTransformationExtraArgs  # the strategy, as the train step runs it
   lr_schedule: optax.Schedule
   steps_per_epoch: int
-  train_step: TrainStep  # jitted (state, batch, schedule) -> (state, packed metrics)
+  train_step: TrainStep  # (state, batch, schedule, tick, norms) -> (state, packed metrics)
   eval_step: Any  # jitted (state, batch) -> (loss sum, correct)
 
   @property
@@ -52,8 +52,7 @@ class Experiment:
     return self.config.data.batch_size // self.num_workers
 
   def init_state(self) -> TrainState:
-    return init_state(self.model, self.tx, self.worker_mesh, self.spec.input_shape,
-                      self.config.train.seed)
+    return self.train_step.init_state(self.spec.input_shape, self.config.train.seed)
 
   def train_batches(self) -> TrainBatches:
     """This process's workers' batches, from the start of the data order."""
@@ -70,6 +69,15 @@ class Experiment:
     sharding = NamedSharding(self.worker_mesh.mesh, P((parallel.WORKERS, parallel.INTRA)))
     return Evaluator(self.eval_step, getattr(self.splits, name), self.spec, batch_size, sharding,
                      name)
+
+  def evaluators(self) -> tuple[Evaluator, Evaluator | None]:
+    """(what a run evaluates every `train.eval_every` steps, what it evaluates at the end
+    besides): the validation split where the data set has one (targets are timed and
+    choices made on it) and the test split at the end (the run's final accuracy), else
+    the test split alone."""
+    if self.splits.validation is None:
+      return self.evaluator("test"), None
+    return self.evaluator("validation"), self.evaluator("test")
 
   def identity(self) -> dict[str, Any]:
     """What a checkpoint must share with the config that resumes it: everything that
@@ -155,9 +163,9 @@ def build_experiment(config: ml_collections.ConfigDict) -> Experiment:
                     else lambda count: lr_schedule(count // updates_per_tick))
   tx = strategy.make(make_inner_optimizer(config.optimizer, inner_schedule),
                      parallel.WORKER_AXES)
+  train_step = make_train_step(model, tx, worker_mesh, strategy.definition, lr_schedule)
   return Experiment(
       config=config, worker_mesh=worker_mesh, spec=spec, splits=splits, model=model,
-      strategy=strategy, tx=tx, lr_schedule=lr_schedule, steps_per_epoch=steps_per_epoch,
-      train_step=make_train_step(model, tx, worker_mesh, strategy.definition, lr_schedule,
-                                 strategy.steady_tick()),
+      strategy=strategy, tx=train_step.setup.tx, lr_schedule=lr_schedule,
+      steps_per_epoch=steps_per_epoch, train_step=train_step,
       eval_step=make_eval_step(model, strategy.definition))

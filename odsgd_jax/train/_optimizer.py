@@ -85,4 +85,7 @@ def strategy_spec(config: ml_collections.ConfigDict) -> StrategySpec:
   options = {k: v for k, v in config.strategy.to_dict().items() if k != "name"}
   heavy_ball = config.optimizer.name == "sgd"
   inner_momentum = float(config.optimizer.momentum) if heavy_ball else 0.0
-  return resolve(config.strategy.name, options, inner_momentum)
+  num_workers = config.cluster.get("num_workers")
+  known = isinstance(num_workers, int) and not isinstance(num_workers, bool) and num_workers > 0
+  return resolve(config.strategy.name, options, inner_momentum,
+                 num_workers if known else None)

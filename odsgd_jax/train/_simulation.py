@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from odsgd_jax import cluster, models
-from odsgd_jax.cluster import Schedule, Timeline
+from odsgd_jax import cluster, models, parallel
+from odsgd_jax.cluster import Schedule, Timeline, synchronous_schedule
 from odsgd_jax.strategies import StrategySpec
 
 
@@ -38,6 +38,25 @@ def calibrate_step_time(train_step: Callable, state: Any, batch: Any, schedule: 
     if i >= 2:  # the first calls compile and warm up
       times.append(time.perf_counter() - started)
   return float(np.median(times)) / workers_per_device
+
+
+def run_clock(experiment: Any, saved: dict[str, Any], state: Any) -> "SimulatedClock":
+  """The clock of a run of `experiment` (an `Experiment`) from `state`, where a checkpoint
+  left it (`saved`: its `state_dict`, empty for a fresh run). Its step time: the config's,
+  the resumed run's own measurement, or this host's compiled step measured once."""
+  config = experiment.config
+  step_time = saved.get("step_time") or config.cluster.step_time
+  if not step_time:
+    probe = parallel.put_batch(experiment.worker_mesh, experiment.train_batches().take())
+    step_time = config.cluster.compute_scale * calibrate_step_time(
+        experiment.train_step, state, probe, synchronous_schedule(0, experiment.num_workers),
+        experiment.worker_mesh.workers_per_device)
+  clock = simulated_clock(config, experiment.strategy, step_time, message_bytes(state.params),
+                          experiment.batch_per_worker, experiment.spec.input_shape,
+                          experiment.spec.num_classes)
+  if saved:
+    clock.load_state_dict(saved)
+  return clock
 
 
 def simulated_clock(config: ml_collections.ConfigDict, strategy: StrategySpec,
@@ -97,16 +116,18 @@ class SimulatedClock:
     return self.timeline.schedule(tick)
 
   def advance(self, tick: int, metrics: dict[str, float]) -> float:
+    """Charges tick `tick` from its metrics (`train.clock_record`): the strategy sent its
+    message on it unless `round_end` (a strategy that does not send on every tick) says it
+    did not. Returns the simulated time after it."""
     # A compressed tick is charged what was really sent (as a share of the model,
     # when the clock times a larger one), in the way it travels; a dense one
-    # (warm-ups, no compression) as a plain all-reduce of the message.
-    # Uncompressed: a dense float32 message whenever the strategy synchronizes
-    # (local SGD only at round ends).
-    dense = 8 * self.model_bytes if metrics.get("round_end", 1.0) > 0.5 else 0.0
-    self.bits_sent += metrics.get("bits_sent", dense)
+    # (warm-ups, no compression) as a plain all-reduce of the message, a dense float32
+    # message whenever the strategy sends.
+    sends = metrics.get("round_end", 1.0) > 0.5
+    self.bits_sent += metrics.get("bits_sent", 8 * self.model_bytes if sends else 0.0)
     sent = metrics.get("bits_sent", 0.0) / 8 * self.message_bytes / self.model_bytes
     compressed = 0 < sent < self.message_bytes
-    cost = self.timeline.cost(tick, round_end=metrics.get("round_end", 0.0) > 0.5,
+    cost = self.timeline.cost(tick, round_end=sends,
                               message_bytes=sent if compressed else None,
                               gathers=compressed and metrics.get("gathered", 0.0) > 0.5)
     self.time += cost.duration

@@ -1,4 +1,4 @@
-"""Train state, the pure per-worker step, and evaluation of the strategy's model."""
+"""Train state, the pure train step, and evaluation of the strategy's model."""
 
 import dataclasses
 from typing import Any, Callable, NamedTuple
@@ -10,8 +10,7 @@ import optax
 
 from odsgd_jax import parallel
 from odsgd_jax.cluster import Schedule
-from odsgd_jax.strategies import StrategyDef
-from odsgd_jax.train._donation import StepProgram
+from odsgd_jax.strategies import StrategyDef, ticks
 
 
 class TrainState(NamedTuple):
@@ -71,146 +70,108 @@ def state_shardings(state: TrainState, per_worker, replicated) -> TrainState:
 NORMS = ("grad_norm", "update_norm", "param_norm")
 
 
-@dataclasses.dataclass
-class TrainStep:
-  """The jitted step `(state, batch, schedule) -> (state, metrics)`, in up to four
-  programs (`StepProgram`), each compiled at its first call, by two choices:
+@dataclasses.dataclass(frozen=True, eq=False)
+class StepSetup:
+  """What a train step is built from; a static argument of the jitted step (hashed by
+  identity: one setup, one set of programs)."""
 
-  - `norms`: also compute the gradient, update and parameter norms (three passes over
-    the model; the loop asks for it every `train.norms_every`-th step).
-  - `steady`: from state step `steady_from` on (the strategy's `steady_from`; None:
-    never), the strategy's update without the conditional and selects of its first
-    ticks.
+  model: nn.Module
+  tx: optax.GradientTransformationExtraArgs  # the strategy, built over parallel.WORKER_AXES
+  worker_mesh: parallel.WorkerMesh
+  strategy: StrategyDef | None = None  # its log and the clock's record; None: neither
+  lr_schedule: optax.Schedule | None = None  # of the tick: logged as learning_rate
 
-  Separate programs rather than one with a `lax.cond` or a select, which slowed every
-  step (buffers kept alive for the branch not taken, passes over the state twice;
-  scripts/benchmark.py).
 
-  `metrics` is one float32 array, a row per name of `metric_names[norms]` (sorted;
-  known once that program has been traced, by its first call or `lower`) and a
-  column per worker: one output buffer per step, fetched in one transfer, instead of
-  one per metric (each a buffer on every device).
+def train_step(state: TrainState, batch: dict[str, jax.Array], schedule: Schedule, *,
+               setup: StepSetup, norms: bool = False, from_tick: int = 0) -> tuple[TrainState, Any]:
+  """One tick of every worker: `(state, batch, schedule) -> (state, metrics)`. Pure.
+
+  Every worker computes its loss and gradient on its own batch; the gradient is averaged
+  over the devices of one worker (the "intra" axis), then the strategy `setup.tx` decides
+  what every worker's parameters become (it gets the cluster `schedule` and the worker's
+  `loss` as extra arguments). Metrics come back per worker, one row per name of
+  `metric_names` and a column per worker (one output buffer, fetched in one transfer),
+  and are averaged on the host: a mean over workers inside the step would be one more
+  collective on this step's batch.
+
+  Args:
+    norms: also the gradient, update and parameter norms (three passes over the model).
+    from_tick: the strategy's tick conditions are taken as known for ticks from this one
+      on (`strategies.ticks.known_from`): the program of the ticks from `from_tick` on.
   """
-
-  programs: dict[tuple[bool, bool], StepProgram]  # by (norms, steady)
-  metric_names: dict[bool, list[str]]
-  steady_from: int | None = None
-
-  def steady(self, step: int) -> bool:
-    """Whether the step from state step `step` (the tick) runs the steady program."""
-    return self.steady_from is not None and step >= self.steady_from
-
-  def program(self, norms: bool = False, steady: bool = False) -> StepProgram:
-    return self.programs[norms, steady]
-
-  def __call__(self, state, batch, schedule, norms: bool = False, steady: bool = False):
-    return self.program(norms, steady)(state, batch, schedule)
-
-  def metrics(self, packed: Any, norms: bool = False) -> dict[str, Any]:
-    """{name: row} of a step's metrics (host or device array)."""
-    return dict(zip(self.metric_names[norms], packed, strict=True))
-
-
-def make_train_step(model: nn.Module, tx: optax.GradientTransformationExtraArgs,
-                    worker_mesh: parallel.WorkerMesh, strategy: StrategyDef | None = None,
-                    lr_schedule: optax.Schedule | None = None,
-                    steady_from: int | None = None) -> TrainStep:
-  """Returns `train_step(state, batch, schedule, norms=False, steady=False) -> (state,
-  metrics)`.
-
-  Every worker computes its loss and gradient on its own batch; the gradient is
-  averaged over the devices of one worker (the "intra" axis), then the strategy
-  `tx` decides what every worker's parameters become (it gets the cluster
-  `schedule` and the worker's `loss` as extra arguments, and `steady=True` in the
-  steady programs). Metrics come back per worker, packed into one (metrics, N) array
-  (`TrainStep`), and are averaged on the host: a mean over workers inside the step
-  would be one more collective on this step's batch. `strategy.log` adds the
-  strategy's own metrics; `lr_schedule` (of the tick) the learning rate, computed here
-  rather than on the host at every step.
-  With `norms`, the gradient, update and parameter norms too. The input state is
-  donated, but for the large tensors of `strategy.step_hints.replaced_each_tick`
-  (`StepProgram`).
-  `steady_from`: the strategy's `steady_tick` for its options (the caller knows them);
-  None: no steady programs.
-  """
-  metric_names: dict[bool, list[str]] = {False: [], True: []}
-
-  def build(with_norms: bool, steady: bool):
-    strategy_update = parallel.per_worker_update(worker_mesh, _apply_strategy(tx, steady),
-                                                 in_axes=(0, 0, 0, None, 0))
-
-    def worker_step(params, batch_stats, opt_state, images, labels, rng, schedule):
-      def loss_fn(p):
-        logits, new_model_state = model.apply(
-            {"params": p, "batch_stats": batch_stats}, images, train=True,
-            mutable=["batch_stats"], rngs={"dropout": rng},
-        )
-        return _cross_entropy(logits, labels).mean(), (logits, new_model_state)
-
-      (loss, (logits, new_model_state)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-          params)
-      accuracy = jnp.mean(jnp.argmax(logits, -1) == labels)
-      if worker_mesh.devices_per_worker > 1:  # XLA keeps even a trivial all-reduce
-        grads, loss, accuracy = jax.lax.pmean((grads, loss, accuracy), parallel.INTRA)
-      params, updates, opt_state = strategy_update(grads, opt_state, params, schedule, loss)
-      metrics = {"loss": loss, "accuracy": accuracy}
-      if with_norms:
-        metrics.update(zip(NORMS, (optax.global_norm(t) for t in (grads, updates, params)),
-                           strict=True))
-      batch_stats = new_model_state.get("batch_stats", batch_stats)
-      return params, batch_stats, opt_state, metrics
-
-    run_workers = worker_mesh.per_worker(
-        worker_step,
-        in_layouts=(parallel.PER_WORKER,) * 3 + (parallel.BATCH,) * 2
-        + (parallel.PER_WORKER, parallel.REPLICATED),
-    )
-
-    def train_step(state: TrainState, batch: dict[str, jax.Array], schedule: Schedule):
-      worker_rngs = jax.random.split(jax.random.fold_in(state.rng, state.step),
-                                     worker_mesh.num_workers)
-      params, batch_stats, opt_state, metrics = run_workers(
-          state.params, state.batch_stats, state.opt_state, batch["image"], batch["label"],
-          worker_rngs, schedule)
-      new_state = TrainState(step=state.step + 1, params=params, batch_stats=batch_stats,
-                             opt_state=opt_state, rng=state.rng)
-      if strategy is not None:
-        metrics = {**metrics, **_strategy_metrics(strategy, state.opt_state, opt_state)}
-      if lr_schedule is not None:
-        metrics["learning_rate"] = lr_schedule(state.step)
-      names = metric_names[with_norms]
-      names[:] = sorted(metrics)
-      return new_state, jnp.stack([jnp.broadcast_to(metrics[name], (worker_mesh.num_workers,))
-                                   .astype(jnp.float32) for name in names])
-
-    kept = strategy.step_hints.replaced_each_tick if strategy is not None else ()
-    return StepProgram(train_step, kept)
-
-  steadiness = (False, True) if steady_from is not None else (False,)
-  programs = {(norms, steady): build(norms, steady)
-              for norms in (False, True) for steady in steadiness}
-  return TrainStep(programs=programs, metric_names=metric_names, steady_from=steady_from)
-
-
-def _apply_strategy(tx: optax.GradientTransformationExtraArgs,
-                    steady: bool) -> Callable[..., Any]:
-  extra = {"steady": True} if steady else {}  # only strategies with a steady path take it
+  worker_mesh, model = setup.worker_mesh, setup.model
 
   def apply_strategy(grads, opt_state, params, schedule, loss):
-    updates, opt_state = tx.update(grads, opt_state, params, schedule=schedule, loss=loss,
-                                   **extra)
+    with ticks.known_from(from_tick):
+      updates, opt_state = setup.tx.update(grads, opt_state, params, schedule=schedule,
+                                           loss=loss)
     return optax.apply_updates(params, updates), updates, opt_state
-  return apply_strategy
+
+  strategy_update = parallel.per_worker_update(worker_mesh, apply_strategy,
+                                               in_axes=(0, 0, 0, None, 0))
+
+  def worker_step(params, batch_stats, opt_state, images, labels, rng, schedule):
+    def loss_fn(p):
+      logits, new_model_state = model.apply(
+          {"params": p, "batch_stats": batch_stats}, images, train=True,
+          mutable=["batch_stats"], rngs={"dropout": rng},
+      )
+      return _cross_entropy(logits, labels).mean(), (logits, new_model_state)
+
+    (loss, (logits, new_model_state)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+    accuracy = jnp.mean(jnp.argmax(logits, -1) == labels)
+    if worker_mesh.devices_per_worker > 1:  # XLA keeps even a trivial all-reduce
+      grads, loss, accuracy = jax.lax.pmean((grads, loss, accuracy), parallel.INTRA)
+    params, updates, opt_state = strategy_update(grads, opt_state, params, schedule, loss)
+    metrics = {"loss": loss, "accuracy": accuracy}
+    if norms:
+      metrics.update(zip(NORMS, (optax.global_norm(t) for t in (grads, updates, params)),
+                         strict=True))
+    batch_stats = new_model_state.get("batch_stats", batch_stats)
+    return params, batch_stats, opt_state, metrics
+
+  run_workers = worker_mesh.per_worker(
+      worker_step,
+      in_layouts=(parallel.PER_WORKER,) * 3 + (parallel.BATCH,) * 2
+      + (parallel.PER_WORKER, parallel.REPLICATED),
+  )
+  worker_rngs = jax.random.split(jax.random.fold_in(state.rng, state.step),
+                                 worker_mesh.num_workers)
+  params, batch_stats, opt_state, metrics = run_workers(
+      state.params, state.batch_stats, state.opt_state, batch["image"], batch["label"],
+      worker_rngs, schedule)
+  new_state = TrainState(step=state.step + 1, params=params, batch_stats=batch_stats,
+                         opt_state=opt_state, rng=state.rng)
+  if setup.strategy is not None:
+    metrics = {**metrics, **clock_record(setup.strategy, state.opt_state, opt_state)}
+  if setup.lr_schedule is not None:
+    metrics["learning_rate"] = setup.lr_schedule(state.step)
+  return new_state, jnp.stack([jnp.broadcast_to(metrics[name], (worker_mesh.num_workers,))
+                               .astype(jnp.float32) for name in sorted(metrics)])
 
 
-def _strategy_metrics(strategy: StrategyDef, old_opt_state: Any,
-                      opt_state: Any) -> dict[str, jax.Array]:
-  """The strategy's own metrics, and what the simulated clock reads: whether the tick
-  ended a round (`round_end`) and, for a compressed exchange, the bits this worker sent
-  on the tick (0 if none) and whether they travelled as an all-gather (`gathered`)."""
+def metric_names(setup: StepSetup, opt_state: Any, norms: bool = False) -> list[str]:
+  """The rows of `train_step`'s metrics, in order, from the strategy state's structure
+  (arrays or their shapes, per worker): known before the first step."""
+  names = {"loss", "accuracy", *(NORMS if norms else ())}
+  if setup.strategy is not None:
+    names |= set(jax.eval_shape(
+        lambda s: clock_record(setup.strategy, s, s), opt_state))
+  if setup.lr_schedule is not None:
+    names.add("learning_rate")
+  return sorted(names)
+
+
+def clock_record(strategy: StrategyDef, old_opt_state: Any,
+                 opt_state: Any) -> dict[str, jax.Array]:
+  """The strategy's own metrics (`strategy.log`), and what the simulated clock reads:
+  whether the tick sent the round's message (`round_end`, for a strategy that does not
+  send on every tick) and, for a compressed exchange, the bits this worker sent on the
+  tick (0 if none) and whether they travelled as an all-gather (`gathered`)."""
   metrics = dict(strategy.log(opt_state))
-  if strategy.round_end is not None:
-    metrics["round_end"] = strategy.round_end(opt_state).astype(jnp.float32)
+  round_end = strategy.round_end(opt_state)
+  if round_end is not None:
+    metrics["round_end"] = round_end.astype(jnp.float32)
   old, new = strategy.communication_state(old_opt_state), strategy.communication_state(opt_state)
   if new is not None:
     sent = new.count > old.count
