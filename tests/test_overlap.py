@@ -1,6 +1,8 @@
 """What the compiled train step moves. Overlap is possible: in the step of odsgd and
 pseudo_sync no collective depends on the step's batch (its all-reduce can run while the
-gradient is computed); in ssgd one does. A tick runs only its branch's collectives."""
+gradient is computed); in ssgd one does. A tick runs only its branch's collectives. Gossip
+sends each worker's model to its peers (collective-permutes), never every model to
+everyone."""
 
 import re
 
@@ -146,3 +148,26 @@ def test_a_tick_runs_only_the_collectives_of_its_branch(name, options):
   assert re.search(r"all-(reduce|gather)(-start)?\(", hlo), "the step must still synchronize"
   assert collectives_outside_branches(hlo) == []
 
+
+_SHAPE = re.compile(r"=\s*\(?([a-z0-9]+)\[([\d,]*)\]")
+
+
+def _result_elements(line):
+  """Elements of an HLO instruction's (first) result."""
+  match = _SHAPE.search(line)
+  return int(np.prod([int(d) for d in match.group(2).split(",") if d])) if match else 0
+
+
+@pytest.mark.parametrize("num_workers", [8, 16])  # one worker per device, and two
+@pytest.mark.parametrize("graph", ["ring", "exponential"])
+def test_gossip_sends_its_model_to_its_peers_and_gathers_no_model(num_workers, graph):
+  """Each worker's model goes to each of its peers by collective-permute; no all-gather
+  carries a model (the clock charges peers x model, which is what moves)."""
+  model = make_model("mlp", 10, hidden_sizes=(1024, 960))  # 1.03 M floats
+  hlo = _compiled_step("gossip", model=model, num_workers=num_workers, graph=graph)
+  lines = [line for line in hlo.splitlines() if _INSTRUCTION.match(line)]
+  permutes = [line for line in lines if re.search(r" collective-permute(-start)?\(", line)]
+  gathers = [line for line in lines if re.search(r" all-gather(-start)?\(", line)]
+  assert permutes, "the peers' models must travel"
+  assert max(map(_result_elements, permutes)) >= 960 * 1024  # a model's largest tensor
+  assert all(_result_elements(line) < 1000 for line in gathers), gathers

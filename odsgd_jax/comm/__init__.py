@@ -5,6 +5,7 @@ or not; `neighbour_mean`: gossip on a fixed graph), each recording what a worker
 from odsgd_jax.comm._collectives import AxisName as AxisName
 from odsgd_jax.comm._collectives import all_gather as all_gather
 from odsgd_jax.comm._collectives import first_worker as first_worker
+from odsgd_jax.comm._collectives import from_worker_ahead as from_worker_ahead
 from odsgd_jax.comm._collectives import mean as mean
 from odsgd_jax.comm._collectives import num_workers as num_workers
 from odsgd_jax.comm._collectives import total as total

@@ -49,6 +49,39 @@ def all_gather(tree: Any, axis_name: AxisName) -> Any:
   return jax.tree.map(gather, tree)
 
 
+def from_worker_ahead(tree: Any, offset: int, axis_name: AxisName) -> Any:
+  """Worker i gets worker (i + offset) mod N's `tree`, by `jax.lax.ppermute`: each worker
+  sends its tree to one peer, and receives one.
+
+  Over several axes (a device axis, and a vmap axis of the workers a device holds) the
+  shift is done axis by axis, innermost last: offset = q * inner + r moves every block q
+  places over the outer axes and then r places inside; the workers for which the inner
+  move wraps around take the block moved q + 1 places instead. A device then sends its
+  block once per distinct outer move (once for a ring or an exponential graph whose
+  offsets are multiples of the inner size or smaller than it, at most twice), and the
+  inner moves stay inside the device.
+  """
+  *outer, inner = _axes(axis_name)
+  size = jax.lax.axis_size(inner)
+  total = num_workers(axis_name)
+  q, r = divmod(offset % total, size)
+
+  def inner_move(x, places):
+    if places % size == 0:
+      return x
+    return jax.lax.ppermute(x, inner, [((i + places) % size, i) for i in range(size)])
+
+  def outer_move(x, places):
+    return from_worker_ahead(x, places, tuple(outer)) if outer else x
+
+  moved = jax.tree.map(lambda x: inner_move(outer_move(x, q), r), tree)
+  if r == 0 or not outer:
+    return moved
+  wrapped = jax.lax.axis_index(inner) + r >= size  # these take the next block over
+  further = jax.tree.map(lambda x: inner_move(outer_move(x, q + 1), r), tree)
+  return jax.tree.map(lambda a, b: jnp.where(wrapped, b, a), moved, further)
+
+
 def first_worker(tree: Any) -> Any:
   """Worker 0's copy of a per-worker tree (leading dimension N), outside the
   per-worker function: the model of strategies whose copies agree."""

@@ -238,23 +238,16 @@ def neighbour_mean(tree: Any, traffic: Traffic, axis_name,
   records the bits this worker sent: one copy of `tree` to each peer (a circulant graph:
   as many peers send to it as it receives from).
 
-  Every worker's tree is gathered and the peers' are picked: one program for any graph
-  and for worker axes made of several named axes; the clock charges the messages the
-  graph implies (`traffic`), not the gather.
+  Each copy travels by `jax.lax.ppermute` (`from_worker_ahead`): what the clock charges
+  is what moves, and no worker receives every model.
   """
   if not offsets:
     return tree, traffic._replace(count=traffic.count + 1, bits=jnp.zeros((), jnp.float32))
-  everyone = coll.all_gather(tree, axis_name)
-  me = coll.worker_index(axis_name)
-  n = coll.num_workers(axis_name)
-
-  def mix(own, gathered):
-    total = own.astype(jnp.float32)
-    for k in offsets:
-      total = total + gathered[(me + k) % n].astype(jnp.float32)
-    return (total / (1 + len(offsets))).astype(own.dtype)
-
-  mean = jax.tree.map(mix, tree, everyone)
+  total = jax.tree.map(lambda x: x.astype(jnp.float32), tree)
+  for k in offsets:
+    peer = coll.from_worker_ahead(tree, k, axis_name)
+    total = jax.tree.map(lambda t, p: t + p.astype(jnp.float32), total, peer)
+  mean = jax.tree.map(lambda t, own: (t / (1 + len(offsets))).astype(own.dtype), total, tree)
   return mean, Traffic(traffic.count + 1, len(offsets) * _dense_bits(tree), traffic.gathered)
 
 
