@@ -70,6 +70,35 @@ def test_misspelt_key_is_named_with_a_suggestion():
     validate_config(config, num_available_devices=8)
 
 
+def test_the_fields_are_those_of_the_default_config(monkeypatch):
+  """The schema is derived from configs/default.py: a field it gains is a field of every
+  config, and a config without one of its fields names it."""
+  from odsgd_jax.train import _validate
+
+  config = default.get_config()
+  config.train.new_field = 1
+  with pytest.raises(ConfigError, match=r"unknown config field train\.new_field"):
+    validate_config(config, num_available_devices=8)
+  grown = default.get_config
+
+  def with_new_field(arg=None):
+    config = grown(arg)
+    config.train.new_field = 1
+    return config
+
+  monkeypatch.setattr(default, "get_config", with_new_field)
+  _validate.schema.cache_clear()
+  try:
+    validate_config(default.get_config(), num_available_devices=8)  # now a known field
+    config = default.get_config()
+    del config.train.new_field
+    with pytest.raises(ConfigError, match=r"config field train\.new_field is missing"):
+      validate_config(config, num_available_devices=8)
+  finally:
+    monkeypatch.undo()
+    _validate.schema.cache_clear()
+
+
 def test_option_of_another_strategy_or_model_is_rejected():
   config = default.get_config()
   config.strategy.period = 4  # a local_sgd option given to odsgd

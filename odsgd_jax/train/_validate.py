@@ -5,6 +5,7 @@ values, so that a bad `--config.a.b=v` fails in a second, not after compiling.
 """
 
 import difflib
+import functools
 from typing import Any
 
 import jax
@@ -30,21 +31,19 @@ class ConfigError(ValueError):
   """The config is invalid; the message names the field and how to fix it."""
 
 
-# Fields of every section but `model` and `strategy`, whose fields depend on
-# the chosen model or strategy (their constructor's options).
-FIELDS: dict[str, tuple[str, ...]] = {
-    "data": ("name", "data_dir", "batch_size", "eval_batch_size", "num_threads", "prefetch"),
-    "optimizer": ("name", "learning_rate", "momentum", "nesterov", "weight_decay", "schedule",
-                  "warmup_steps", "decay_epochs", "decay_factor"),
-    "cluster": ("num_workers", "speeds", "step_time", "compute_scale", "jitter",
-                "straggler_prob", "straggler_slowdown", "preset", "topology", "bandwidth",
-                "latency", "intra_bandwidth", "workers_per_node", "inter_topology",
-                "message_bytes", "overlap", "backward_share", "bucket_bytes", "seed",
-                "interference", "node_contention", "transport", "workload"),
-    "parallel": ("num_devices", "devices_per_worker"),
-    "train": ("num_steps", "eval_every", "checkpoint_every", "log_every", "norms_every", "seed",
-              "max_checkpoints", "progress_bar", "target_accuracy"),
-}
+# Sections whose fields depend on the chosen model or strategy (their constructor's options).
+OPEN_SECTIONS = ("model", "strategy")
+
+
+@functools.cache
+def schema() -> dict[str, tuple[str, ...]]:
+  """The fields of every section but `model` and `strategy`: those of configs/default.py,
+  which every config starts from (a field added there is known here, nothing to copy)."""
+  from configs import default  # the config files import the library, not the other way
+
+  config = default.get_config()
+  return {section: tuple(config[section].keys()) for section in config.keys()
+          if section not in OPEN_SECTIONS}
 
 
 def _check_keys(section: str, present: Any, allowed: Any, context: str = "") -> None:
@@ -101,12 +100,13 @@ def validate_config(config: ml_collections.ConfigDict,
 
 def _check_sections(config: ml_collections.ConfigDict) -> None:
   """Every section and field there, none unknown."""
-  sections = set(FIELDS) | {"model", "strategy"}
+  fields = schema()
+  sections = set(fields) | set(OPEN_SECTIONS)
   _check_keys("config", config.keys(), sections)
   for section in sections:
     if section not in config:
       raise ConfigError(f"config section {section!r} is missing; start from configs/default.py")
-  for section, allowed in FIELDS.items():
+  for section, allowed in fields.items():
     _check_keys(section, config[section].keys(), allowed)
     missing = [key for key in allowed if key not in config[section]]
     if missing:
