@@ -88,7 +88,13 @@ def test_a_new_strategy_trains_and_is_timed_like_its_timeline(data_dir, tmp_path
   config.data.data_dir = data_dir
   assert config.strategy.to_dict() == {"name": "clip_ssgd", "limit": 1.0}  # its defaults
   summary = train_and_evaluate(config, str(tmp_path / "run"))
-  assert summary["steps"] == 20 and summary["test_accuracy"] > 0.15  # it learns
+  # No gradient coordinate of these 20 steps exceeds 1: clip_ssgd is ssgd, bit for bit,
+  # which learns (0.23 against chance 0.10)
+  baseline = default.get_config("ssgd,runlocal")
+  baseline.data.data_dir = data_dir
+  ssgd_summary = train_and_evaluate(baseline, str(tmp_path / "ssgd"))
+  assert summary["steps"] == 20 and summary["test_accuracy"] == ssgd_summary["test_accuracy"]
+  assert ssgd_summary["test_accuracy"] > 0.18
   # its clock is its timeline's, noise and node contention included
   spec = cluster.from_config(config.cluster, config.cluster.step_time,
                              samples_per_step=config.data.batch_size // 8)

@@ -33,10 +33,10 @@ def test_paired_test_by_hand():
   a = {0: 0.95, 1: 0.96, 2: 0.94, 3: 0.97, 4: 0.95}
   b = {0: 0.94, 1: 0.94, 2: 0.93, 3: 0.95, 4: 0.94}
   comparison = study.paired(a, b)
-  d = np.array([0.01, 0.02, 0.01, 0.02, 0.01])
-  t = d.mean() / (d.std(ddof=1) / math.sqrt(5))  # 0.014 / (0.005477 / 2.236) = 5.715
+  # d = (0.01, 0.02, 0.01, 0.02, 0.01): mean 0.014, sample sd sqrt(120e-6 / 4) = 0.0054772,
+  # standard error 0.0054772 / sqrt(5) = 0.0024495, t = 5.7155, t_{0.975, 4} = 2.7764
   assert comparison.difference.mean == pytest.approx(0.014)
-  assert t == pytest.approx(5.7155, abs=1e-3)
+  assert comparison.difference.half_width == pytest.approx(2.7764 * 0.0024495, rel=1e-4)
   assert comparison.p_value == pytest.approx(0.004636, abs=1e-5)  # 2 * P(T_4 > 5.7155)
   assert comparison.significant
   noisy = study.paired({0: 0.95, 1: 0.93, 2: 0.96}, {0: 0.94, 1: 0.95, 2: 0.95})

@@ -34,7 +34,8 @@ def test_run_writes_metrics_checkpoints_and_summary(small_config, tmp_path):
   with open(os.path.join(workdir, "summary.json")) as f:
     assert json.load(f) == summary
   assert summary["steps"] == 20 and summary["examples_seen"] == 20 * 64
-  assert 0.0 <= summary["test_accuracy"] <= 1.0 and summary["wall_time_s"] > 0
+  # 20 steps of CNN1D (odsgd's synchronous warm-up) reach 0.22 on mnist1d; chance is 0.10
+  assert summary["test_accuracy"] > 0.18 and summary["wall_time_s"] > 0
   assert 0.0 < summary["input_host_fraction"] < 1.0 and summary["loop_time_s"] > 0
   rows = read_metrics(workdir)
   step_rows = [r for r in rows if "loss" in r]
@@ -229,7 +230,10 @@ def test_catalog_configs_train_end_to_end_once_data_is_prepared(data_dir, tmp_pa
   config.train.progress_bar = False
   summary = train_and_evaluate(config, str(tmp_path / config_name))
   assert summary["steps"] == 3 and summary["dataset"] == config.data.name
-  assert 0.0 <= summary["test_accuracy"] <= 1.0
+  evaluations = [r for r in read_metrics(str(tmp_path / config_name)) if "test_accuracy" in r]
+  assert evaluations[-1]["step"] == 3  # the summary reports the run's last evaluation
+  assert summary["test_accuracy"] == evaluations[-1]["test_accuracy"]
+  assert np.isfinite(summary["test_loss"])
 
 
 def test_command_line_overrides_of_every_kind_reach_the_run(data_dir, tmp_path):
