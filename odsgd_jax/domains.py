@@ -46,11 +46,11 @@ class Domain:
   per_worker: bool = False
 
   def upper(self, num_workers: int | None = None) -> float | None:
-    """The upper bound with `num_workers` workers (None: unbounded, or it depends on N and
-    N is not given)."""
-    if not self.per_worker or self.high is None:
+    """The upper bound with `num_workers` workers (None: unbounded). A bound of `high` / N
+    with N not given is `high`, which holds for any N."""
+    if not self.per_worker or self.high is None or num_workers is None:
       return self.high
-    return None if num_workers is None else self.high / num_workers
+    return self.high / num_workers
 
   def describe(self, num_workers: int | None = None) -> str:
     if self.kind == "choice":

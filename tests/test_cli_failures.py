@@ -13,6 +13,7 @@ import ml_collections
 import pytest
 
 from configs import default
+from odsgd_jax.strategies import STRATEGIES
 from odsgd_jax.train import ConfigError, train_and_evaluate
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -80,6 +81,12 @@ FLAG_CASES = [
      "parallel.num_devices=16"),
     ("model option out of range", DEFAULT, ["--config.model.channels=0"],
      "model.channels=0 is out of range"),
+] + [  # an option bounded by 1/N (EASGD's moving rate): 0.5 is out of range for 8 workers
+    (f"{strategy}.{name} above {domain.high:g}/N", f"{DEFAULT}:{strategy}",
+     [f"--config.strategy.{name}=0.5"], f"strategy.{name}=0.5 is out of range")
+    for strategy, definition in STRATEGIES.items()
+    for name, domain in definition.make.domains.items()
+    if domain.per_worker and domain.high / 8 < 0.5
 ]
 
 

@@ -82,6 +82,32 @@ def test_compression_outside_its_domain(spec):
                          f"strategy.compression={spec!r}")
 
 
+# Options whose upper bound is a share of the workers (`Domain.per_worker`: at most high/N).
+PER_WORKER_CASES = [(strategy, name, domain.high)
+                    for strategy, definition in STRATEGIES.items()
+                    for name, domain in definition.make.domains.items() if domain.per_worker]
+
+
+def test_a_bound_that_depends_on_the_workers_reads_the_config():
+  """`Domain.per_worker`: checked against cluster.num_workers when it is known, and only
+  then (a factory is built without it)."""
+  rate = domains.real(0, 1, low_open=True, per_worker=True)
+  assert rate.problem(0.5) is None and rate.problem(0.5, num_workers=2) is None
+  assert rate.problem(0.5, num_workers=4) == "is out of range"
+  assert rate.problem(1.5) == "is out of range"  # above `high` whatever N is
+  assert rate.describe(8) == "a finite number in (0, 1/N = 0.125 with 8 workers]"
+  assert rate.describe() == "a finite number in (0, 1/N]"
+
+
+@pytest.mark.parametrize("strategy,name,high", PER_WORKER_CASES)
+def test_a_per_worker_bound_is_checked_with_the_number_of_workers(strategy, name, high):
+  config = config_with("strategy", name, high / 4, strategy)  # fits 4 workers, not 8
+  assert_one_line_naming(config, f"strategy.{name}={high / 4!r} is out of range; allowed: "
+                                 f"a finite number in (0, {high:g}/N = {high / 8:g} with 8")
+  config.cluster.num_workers, config.data.batch_size = 4, 64
+  validate_config(config, 4)
+
+
 def test_values_inside_the_domains_pass():
   for spec in ("topk:0.01,error_feedback=false,warmup=100", "qsgd:8", "cast:float16",
                "powersgd:2", "randomk:1"):

@@ -4,7 +4,6 @@ values computed by hand; and a small grid run end to end."""
 import json
 import math
 
-import numpy as np
 import pytest
 
 from odsgd_jax import study
