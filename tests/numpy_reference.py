@@ -293,6 +293,30 @@ def gossip(grad, x0, N, T, inner, graph="ring", order="combine_first"):
   return np.array(history), np.mean(xs, axis=0)
 
 
+def easgd(grad, x0, N, T, inner, alpha=None, period=1):
+  """Synchronous EASGD, the paper's eq. (5)-(6) every `period` ticks: from the same x_i and
+  center c, x_i <- x_i + u_i(g_i(x_i)) - alpha (x_i - c), c <- c + alpha sum_i (x_i - c);
+  otherwise x_i <- x_i + u_i. Each worker its own inner state; the model is c."""
+  alpha = 0.9 / N if alpha is None else alpha
+  xs, states, center = [x0.copy() for _ in range(N)], [inner.init(x0) for _ in range(N)], x0.copy()
+  history, tick = [], 0
+  for t in range(T):
+    steps = []
+    for i in range(N):
+      u, states[i] = inner.update(grad(t, i, xs[i])[0], states[i])
+      steps.append(u)
+    tick += 1
+    if tick >= period:
+      distances = [x - center for x in xs]
+      xs = [x + u - alpha * d for x, u, d in zip(xs, steps, distances, strict=True)]
+      center = center + alpha * sum(distances)
+      tick = 0
+    else:
+      xs = [x + u for x, u in zip(xs, steps, strict=True)]
+    history.append([x.copy() for x in xs])
+  return np.array(history), center
+
+
 class Case(NamedTuple):
   """A strategy with options (as a config writes them), its reference, and the schedules
   it is checked under ("homogeneous" or "heterogeneous")."""
@@ -413,6 +437,13 @@ _BUILT_IN.update({
         lambda p, inner, sch, graph=graph, order=order: gossip(*p, inner, graph, order),
         "homogeneous")
     for graph in ("ring", "exponential", "complete") for order in ("combine_first", "step_first")
+})
+
+_BUILT_IN.update({
+    "easgd": ("easgd", {}, lambda p, inner, sch: easgd(*p, inner), "homogeneous"),
+    "easgd_period_3": ("easgd", {"alpha": 0.15, "period": 3},
+                       lambda p, inner, sch: easgd(*p, inner, alpha=0.15, period=3),
+                       "homogeneous"),
 })
 
 for _name, _case in _BUILT_IN.items():

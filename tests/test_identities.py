@@ -1,13 +1,18 @@
 """Identities between strategies (docs/DESIGN.md), and replicas staying identical."""
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 
+from odsgd_jax.cluster import synchronous_schedule
+from odsgd_jax.strategies import AXIS, STRATEGIES, init_workers, worker_ticks
+
 from tests import numpy_reference as ref
 from tests.helpers import run_compiled_with
-from tests.least_squares import (N, T, X0, heterogeneous_schedules, homogeneous_schedules,
-                                 numpy_grad, run_jax, settled_tick)
+from tests.least_squares import (BATCH, FEATURES, N, T, TARGETS, X0, heterogeneous_schedules,
+                                 homogeneous_schedules, numpy_grad, run_jax, settled_tick)
 
 EXACT = 1e-6
 INNERS = {"sgd": lambda: optax.sgd(0.1), "momentum": lambda: optax.sgd(0.05, momentum=0.9)}
@@ -139,3 +144,38 @@ def settled_continues_general(name, options):
   early, _ = run_jax(name, inner, homogeneous_schedules(), settled_from=settled_from,
                      switch_at=settled_from - 1, **options)
   assert np.abs(early - general).max() > 1e-6
+
+
+def test_easgd_with_one_data_set_is_ssgd_with_negative_momentum():
+  """EASGD (eq. 5, tau = 1, plain SGD) at the rate alpha = 1/N, where the center moves all
+  the way (beta = N alpha = 1). With every worker on the same data the workers stay equal
+  (x), and c' = c + N alpha (x - c) = x: the center is the workers one tick late, so
+  x' = x - lr g(x) - alpha (x - x_prev), heavy ball with momentum -alpha. That is ssgd
+  with optax.sgd(lr, momentum=-1/N), on every tick. With each worker's own data no
+  rate makes it ssgd: after one tick the workers hold x0 - lr g_i(x0), which differ."""
+  lr = 0.1
+  features = jnp.asarray(FEATURES[:, 0], jnp.float32)  # worker 0's batches, for everyone
+  targets = jnp.asarray(TARGETS[:, 0], jnp.float32)
+
+  def same_data(x, t, worker):
+    del worker
+    residual = features[t] @ x - targets[t]
+    return 0.5 * jnp.mean(residual**2), features[t].T @ residual / BATCH
+
+  def run(name, inner, **options):
+    tx = STRATEGIES[name].make(inner, axis_name=AXIS, **options)
+    tick = jax.jit(worker_ticks(tx, same_data))
+    x = jnp.tile(jnp.asarray(X0, jnp.float32), (N, 1))
+    opt_state, history = init_workers(tx, x), []
+    for t in range(T):
+      x, opt_state = tick(x, opt_state, t, synchronous_schedule(t, N))
+      history.append(np.asarray(x))
+    return np.stack(history), np.asarray(STRATEGIES[name].model_params(x, opt_state))
+
+  easgd, center = run("easgd", optax.sgd(lr), alpha=1 / N)
+  heavy_ball, _ = run("ssgd", optax.sgd(lr, momentum=-1 / N))
+  np.testing.assert_allclose(easgd, heavy_ball, atol=EXACT)
+  np.testing.assert_allclose(center, easgd[-2, 0], atol=EXACT)  # one tick late
+  assert np.abs(easgd - run("ssgd", optax.sgd(lr))[0]).max() > 1e-3  # not plain ssgd
+  own_data = _history("easgd", optax.sgd(lr), alpha=1 / N)
+  assert np.abs(own_data - _history("ssgd", optax.sgd(lr))).max() > 1e-3
