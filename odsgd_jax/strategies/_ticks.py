@@ -10,9 +10,10 @@ Written with these functions,
   W = ticks.where(ticks.after(state.count, warmup_steps), new_W, state.W)
 
 each condition is an array in the program every tick runs, or a Python bool where the
-caller knows which way it goes: a count is never negative, and a caller that knows how many
-ticks have passed may say so (`known_from`), which drops the branches and selects those
-ticks never take from the program. The train step runs the ticks from which every such
+caller knows which way it goes. `count` must be a count that never goes back (the ticks
+taken since the start, not a round's ticks): it is never negative, and a caller that knows
+how many ticks have passed may say so (`known_from`), which drops the branches and selects
+those ticks never take from the program. The train step runs the ticks from which every such
 condition is decided in a program of its own (odsgd_jax/train/_programs.py), and reads
 that tick with `settled_from`. Plain comparisons are correct too: they are only never
 decided in advance.
