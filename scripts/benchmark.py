@@ -75,12 +75,15 @@ ENTRIES = [
     ("pseudo_sync", "pseudo_sync", {}, False),
     # Without the tracking signal: the difference is what the adaptive confidence's sums cost.
     ("pseudo_sync (fixed confidence)", "pseudo_sync", {"confidence": "fixed"}, False),
-    ("pseudo_sync (replay + spike)", "pseudo_sync", {"alpha_min": 0.5,
-                                                     "correction": "replay+spike"}, False),
+    # as the experiments run it (its registered defaults)
+    ("pseudo_sync (as shipped: replay + spike)", "pseudo_sync",
+     {"alpha_min": 0.5, "correction": "replay+spike"}, False),
     ("local_sgd (period 4)", "local_sgd", {"period": 4}, False),
     ("local_sgd (non-sync steps)", "local_sgd", {"period": NEVER}, False),
     ("oscars (period 4)", "oscars", {"period": 4}, False),
     ("oscars (non-sync steps)", "oscars", {"period": NEVER}, False),
+    ("easgd (period 1)", "easgd", {}, False),
+    ("easgd (non-sync steps)", "easgd", {"period": NEVER}, False),
     ("ssgd + topk:0.01", "ssgd", {"compression": "topk:0.01"}, False),
     ("ssgd + qsgd:8", "ssgd", {"compression": "qsgd:8"}, False),
     ("ssgd + powersgd:2", "ssgd", {"compression": "powersgd:2"}, False),
