@@ -36,6 +36,17 @@ def assert_trees_equal(actual, expected):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(e))
 
 
+def random_batch(worker_mesh, rng: np.random.Generator, per_worker: int = 8,
+                 features: int = 40) -> dict:
+  """A batch of random 40-float signals and labels for every worker of `worker_mesh`, placed
+  as the train step takes it."""
+  from odsgd_jax import parallel
+  n = worker_mesh.num_workers
+  return jax.device_put({"image": rng.normal(size=(n, per_worker, features)).astype(np.float32),
+                         "label": rng.integers(0, 10, (n, per_worker)).astype(np.int32)},
+                        worker_mesh.sharding(parallel.BATCH))
+
+
 def saved_state(workdir: str, step: int):
   """The train state saved at `step`, as NumPy arrays in nested dicts/lists."""
   path = os.path.join(os.path.abspath(workdir), "checkpoints", str(step), "state")

@@ -15,7 +15,7 @@ from odsgd_jax.models import make_model
 from odsgd_jax.strategies import get_strategy
 from odsgd_jax.train import make_train_step
 from odsgd_jax.train._programs import PackedTensors, _pack, _packs, _unpack
-from tests.helpers import assert_trees_equal
+from tests.helpers import assert_trees_equal, random_batch
 
 # 2 KiB, 256 KiB (large) and 40 B tensors.
 TREE = {"a": {"kernel": jnp.arange(512.0).reshape(16, 32), "bias": jnp.arange(10.0)},
@@ -79,9 +79,7 @@ def test_held_messages_stay_packed_and_switching_it_off_changes_no_number(name, 
   states = {held: step.init_state((40,), seed=0) for held, step in steps.items()}
   rng = np.random.default_rng(0)
   for tick in range(3):
-    batch = jax.device_put({"image": rng.normal(size=(2, 8, 40)).astype(np.float32),
-                            "label": rng.integers(0, 10, (2, 8)).astype(np.int32)},
-                           worker_mesh.sharding(parallel.BATCH))
+    batch = random_batch(worker_mesh, rng)
     states = {held: step(states[held], batch, synchronous_schedule(tick, 2), tick)[0]
               for held, step in steps.items()}
     pending = states[True].opt_state.pending_grads

@@ -20,7 +20,7 @@ from odsgd_jax.strategies import STRATEGIES, get_strategy, ssgd
 from odsgd_jax.train import (Hook, NonFiniteLossError, init_state, make_eval_step, make_train_step,
                              model_variables, read_metrics, train_and_evaluate)
 from tests.catalog_standins import prepare_standin
-from tests.helpers import assert_trees_close, assert_trees_equal, saved_state
+from tests.helpers import assert_trees_close, assert_trees_equal, random_batch, saved_state
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEP_METRICS = {"loss", "accuracy", "learning_rate", "steps_per_s", "examples_seen", "epoch"}
@@ -319,9 +319,7 @@ def test_large_replaced_tensors_are_not_donated_and_the_step_is_unchanged(name, 
   states = {donation: step.init_state((40,), seed=0) for donation, step in steps.items()}
   rng = np.random.default_rng(0)
   for tick in range(3):
-    batch = jax.device_put({"image": rng.normal(size=(2, 8, 40)).astype(np.float32),
-                            "label": rng.integers(0, 10, (2, 8)).astype(np.int32)},
-                           worker_mesh.sharding(parallel.BATCH))
+    batch = random_batch(worker_mesh, rng)
     before = states["split"]
     states = {donation: step(states[donation], batch, synchronous_schedule(0, 2), tick)[0]
               for donation, step in steps.items()}
