@@ -34,8 +34,8 @@ class LocalSgdState(NamedTuple):
 
 
 class OscarsState(LocalSgdState):
-  """State of `oscars`: `LocalSgdState`'s fields, as a type of its own (inactive workers
-  keep their momentum through a select, which the train step's donation reads by type)."""
+  """State of `oscars`: `LocalSgdState`'s fields, as a type of its own (its inactive workers
+  keep their momentum through a select; the train step tells the two apart by type)."""
 
   __slots__ = ()
 

@@ -152,18 +152,18 @@ def odsgd(
                        local_lr_fn(count), local_momentum, local_weight_decay, dc_lambda)
 
   def delayed_step(grads, state):
-    mean_pending, comm_state = comm.exchange(communication, state.pending_grads,
+    previous_mean, comm_state = comm.exchange(communication, state.pending_grads,
                                              state.communication, axis_name)
-    fed, spike_state = mean_pending, state.spike
+    fed, spike_state = previous_mean, state.spike
     if spike:
-      fed, spike_state = delay.spike(mean_pending, state.spike, 1, inner_momentum)
+      fed, spike_state = delay.spike(previous_mean, state.spike, 1, inner_momentum)
     step, inner_state = inner.update(fed, state.inner_state, state.global_params)
     global_params = optax.apply_updates(state.global_params, step)
     # the first delayed step has nothing pending: W and the optimizers stay
-    has_pending = ticks.after(state.count, warmup_steps)
-    global_params = ticks.where(has_pending, global_params, state.global_params)
-    inner_state = ticks.where(has_pending, inner_state, state.inner_state)
-    spike_state = ticks.where(has_pending, spike_state, state.spike) if spike else None
+    has_previous = ticks.after(state.count, warmup_steps)
+    global_params = ticks.where(has_previous, global_params, state.global_params)
+    inner_state = ticks.where(has_previous, inner_state, state.inner_state)
+    spike_state = ticks.where(has_previous, spike_state, state.spike) if spike else None
     params, local = compensate(global_params, state.global_params, grads, state.local_momentum,
                                state.count, inner_state, spike_state)
     return params, OdsgdState(global_params, inner_state, grads, local,

@@ -132,13 +132,13 @@ def pseudo_sync(
 
   def update_fn(grads, state, params=None, **extra_args):
     del extra_args
-    mean_pending, comm_state = comm.exchange(communication, state.pending_grads,
+    previous_mean, comm_state = comm.exchange(communication, state.pending_grads,
                                              state.communication, axis_name)
     # the first gradient (count 1) has no history to smooth with
-    previous = ticks.where(ticks.at(state.count, 1), mean_pending, state.prediction)
+    previous = ticks.where(ticks.at(state.count, 1), previous_mean, state.prediction)
     if confidence == "adaptive":
       sums = jnp.array([_error_sums(g, s) for g, s in zip(
-          jax.tree.leaves(mean_pending), jax.tree.leaves(previous), strict=True)])
+          jax.tree.leaves(previous_mean), jax.tree.leaves(previous), strict=True)])
       # sum A and sum M from their last sums (a sum is linear); every tensor's in one vector.
       error_sum = phi * state.error_sum + (1 - phi) * sums[:, 0]
       abs_error_sum = phi * state.abs_error_sum + (1 - phi) * sums[:, 1]
@@ -148,7 +148,7 @@ def pseudo_sync(
       alphas = jnp.full_like(state.alpha, alpha)
     per_tensor = lambda vector: jax.tree.unflatten(jax.tree.structure(grads), list(vector))
     prediction = jax.tree.map(lambda g, s, a: (a * g + (1 - a) * s).astype(g.dtype),
-                              mean_pending, previous, per_tensor(alphas))
+                              previous_mean, previous, per_tensor(alphas))
     fed, spike_state = prediction, state.spike
     if spike:
       fed, spike_state = delay.spike(prediction, state.spike, 1, inner_momentum)
