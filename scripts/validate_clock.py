@@ -1,16 +1,26 @@
 """The simulated clock against published scaling measurements (docs/clock.md).
 
-  python scripts/validate_clock.py [--readme] [--fit]
+  python scripts/validate_clock.py [--readme] [--fit] [--first-look] [--cross-validate]
 
-Predicts, for every case of odsgd_jax/study/clock_validation.py, the weak-scaling
-efficiency of synchronous SGD from the setup's own numbers, and writes a table: case,
-source, published, predicted, error in points, whether the row was fitted or held out,
-and the clock before validation (line rate, noiseless, no interference) beside it; then a
-summary per half: within 10 points (k of n) and mean absolute error. Seconds.
+Predicts, for every case of odsgd_jax/study/clock_validation.py, the scaling efficiency of
+synchronous SGD from the setup's own numbers, and writes a table: case, source, published,
+the first look (for cases scored under the protocol), the prediction now, its error in
+points, the row's role, and the clock before validation beside it; then the summaries
+docs/clock.md reports: the held-out error (first looks), the fitted rows, the cases seen
+while the model was built, a constant prediction for comparison, and the
+leave-one-family-out error. Seconds, but for --fit and --cross-validate.
+
+--first-look scores the cases of a batch that have no first look yet, with the clock as it
+stands, and prints them as the literal to store in FIRST_LOOKS (the protocol: once, in the
+commit that scores the batch).
 
 --fit refits the constants marked fitted in odsgd_jax/cluster/_calibration.py on the
-fitted half (coordinate descent over fixed grids until no constant moves, about 10
+fitted rows (coordinate descent over fixed grids until no constant moves, about 10
 minutes on 2 cores) and prints them.
+
+--cross-validate refits them once per family of the fitted set without it (about an hour
+on 2 cores) and stores the folds in odsgd_jax/study/clock_error.json, which the table and
+every scaling figure read.
 """
 
 import numpy as np
@@ -29,35 +39,68 @@ def summary(errors: np.ndarray, label: str) -> str:
           f"points, mean error {np.mean(errors):+.1f}")
 
 
+def role(index: int) -> str:
+  case = cv.CASES[index]
+  if case.batch_name:
+    return f"batch {case.batch_name}"
+  return "fitted" if cv.is_fitted(index) else "seen"
+
+
 def validation_table() -> str:
   calibrated, ideal = cv.errors(), cv.errors(cv.IDEAL)
   rows = []
   for index, (case, error, before) in enumerate(zip(cv.CASES, calibrated, ideal, strict=True)):
+    first = "-" if case.first_look is None else f"{case.first_look:.1%}"
     rows.append([str(index + 1), f"{case.model}, batch {case.batch}, {case.gpus} GPUs"
                  + (f" (vs {case.baseline_gpus})" if case.baseline_gpus > 1 else ""),
-                 case.where, case.source, f"{case.published:.1%}",
-                 f"{case.published + error / 100:.1%}", f"{error:+.1f}",
-                 "fitted" if cv.is_fitted(index) else "held out", f"{before:+.1f}"])
-  header = ["#", "case", "setup", "source", "published", "predicted", "error (points)",
-            "row", "error before"]
-  held = np.array([not cv.is_fitted(i) for i in range(len(cv.CASES))])
-  fitted = ", ".join(f"{name} = {value:g}" for name, value in calibration.fitted_values().items())
+                 case.where, case.source, f"{case.published:.1%}", first,
+                 f"{case.published + error / 100:.1%}", f"{error:+.1f}", role(index),
+                 f"{before:+.1f}"])
+  header = ["#", "case", "setup", "source", "published", "first look", "predicted",
+            "error (points)", "row", "error before"]
+  roles = [role(i) for i in range(len(cv.CASES))]
+  scored = np.array([case.first_look is not None for case in cv.CASES])
+  fitted = np.array([r == "fitted" for r in roles])
+  seen = np.array([r == "seen" for r in roles])
+  published = np.array([case.published for case in cv.CASES])
   lines = [
-      "Produced by `python scripts/validate_clock.py --readme`: weak-scaling efficiency "
-      "T(base) / T(N) of synchronous SGD, published vs predicted by the ssgd timeline "
-      "(mean of 64 noisy ticks), each case configured from its own setup; 'error before': "
-      "the clock before validation as its options reach it (links at line rate, noiseless "
-      "workers, no interference or node contention; each setup's topology, shards and "
-      "backward-order buckets as in 'predicted'). Fitted constants (on the fitted "
-      f"rows only): {fitted}.", "",
-      study.markdown(header, rows), "",
-      f"- {summary(calibrated[held], 'held-out rows')}",
-      f"- {summary(calibrated[~held], 'fitted rows')}",
-      f"- {summary(ideal[held], 'held-out rows, clock before validation')}",
-      f"- {summary(ideal, 'all rows, clock before validation')}",
-      "", "Sources: " + "; ".join(f"**{key}**: {text}" for key, text in cv.SOURCES.items()),
-  ]
+      "Produced by `python scripts/validate_clock.py --readme`: scaling efficiency of "
+      "synchronous SGD, published vs predicted by the ssgd timeline (mean of 64 noisy "
+      "ticks), each case configured from its own setup: weak scaling T(base) / T(N), and "
+      "strong scaling where the source's gradient accumulation falls as GPUs are added "
+      "(the time of a micro-batch). 'first look': the prediction when the case was first "
+      "scored, under the protocol; 'row': fitted (the constants were chosen on it), seen "
+      "(before the protocol, while the model was built) or the protocol's batch; 'error "
+      "before': the clock before validation as its options reach it (links at line rate, "
+      "noiseless workers, no interference or node contention; each setup's topology, "
+      "shards and buckets as in 'predicted'). Fitted constants: "
+      + ", ".join(f"{name} = {value:g}" for name, value in calibration.fitted_values().items())
+      + ".", "",
+      study.markdown(header, rows), ""]
+  if scored.any():
+    first = np.array([100 * (case.first_look - case.published) for case in cv.CASES
+                      if case.first_look is not None])
+    mean = published[fitted].mean()
+    constant = f"the same cases, one constant for all (the fitted rows' mean, {mean:.1%})"
+    lines += [f"- {summary(first, 'held out (first looks of the protocol batches)')}",
+              f"- {summary(calibrated[scored], 'the same cases, predicted now')}",
+              f"- {summary(100 * (mean - published[scored]), constant)}"]
+  lines += [f"- {summary(calibrated[fitted], 'fitted rows')}",
+            f"- {summary(calibrated[seen], 'seen while the model was built, not fitted')}",
+            f"- {summary(ideal[scored | seen], 'held-out and seen rows, clock before validation')}",
+            "", "Sources: " + "; ".join(f"**{key}**: {text}" for key, text in cv.SOURCES.items())]
   return "\n".join(lines)
+
+
+def first_looks() -> str:
+  """The literal of FIRST_LOOKS with the batch's new first looks added."""
+  looks = dict(cv.FIRST_LOOKS)
+  for case in cv.CASES:
+    if case.batch_name and case.name not in looks:
+      looks[case.name] = (round(cv.predict(case), 4), cv.REVISION)
+  body = "".join(f"    {name!r}: ({value}, {revision}),\n"
+                 for name, (value, revision) in looks.items())
+  return f"FIRST_LOOKS: dict[str, tuple[float, int]] = {{\n{body}}}"
 
 
 def main() -> None:
@@ -65,11 +108,16 @@ def main() -> None:
   parser.add_argument("--readme", action="store_true",
                       help="write the clock_validation section of docs/clock.md")
   parser.add_argument("--fit", action="store_true",
-                      help="refit the fitted constants on the fitted half and print them")
+                      help="refit the fitted constants on the fitted rows and print them")
+  parser.add_argument("--first-look", action="store_true",
+                      help="score the cases without a first look and print FIRST_LOOKS")
   args = parser.parse_args()
+  if args.first_look:
+    print(first_looks())
+    return
   if args.fit:
     values = cv.fit()
-    print("fitted:", values, f"fitted-half MAE {cv.fitted_error(values):.2f} points")
+    print("fitted:", values, f"fitted-rows MAE {cv.fitted_error(values):.2f} points")
   text = validation_table()
   print(text)
   if args.readme:
