@@ -163,6 +163,10 @@ def test_a_half_written_summary_is_run_again_under_resume(small_config, tmp_path
   again = study.run_study([spec], str(tmp_path), resume=True)[0]
   assert again.summary["test_accuracy"] == first.summary["test_accuracy"]
   assert json.loads(summary.read_text())["steps"] == 4
+  clock = tmp_path / "runs" / spec.name / "clock.json"
+  clock.unlink()  # a run of a version before clock.json: its times cannot be replayed
+  study.run_study([spec], str(tmp_path), resume=True)
+  assert clock.exists()
 
 
 def test_plot_metrics_skips_a_last_line_cut_by_a_kill(tmp_path, monkeypatch, capsys):

@@ -121,6 +121,12 @@ def _crash_at_step_15_then_resume(config, tmp_path):
   assert without_timing(read_metrics(resumed)) == without_timing(read_metrics(straight))
   with open(os.path.join(straight, "summary.json")) as f:
     assert summary["test_accuracy"] == json.load(f)["test_accuracy"]
+  # what the clock charged each tick, replayed by `retime`: the same across the crash
+  clocks = []
+  for workdir in (straight, resumed):
+    with open(os.path.join(workdir, "clock.json")) as f:
+      clocks.append(json.load(f))
+  assert clocks[0] == clocks[1]
   return straight
 
 

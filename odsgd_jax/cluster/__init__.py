@@ -7,6 +7,7 @@ from odsgd_jax.cluster._config import ClusterSpec as ClusterSpec
 from odsgd_jax.cluster._config import from_config as from_config
 from odsgd_jax.cluster._config import network_from_config as network_from_config
 from odsgd_jax.cluster._config import overlap_from_config as overlap_from_config
+from odsgd_jax.cluster._config import transports_of as transports_of
 from odsgd_jax.cluster._hardware import INTER_TOPOLOGIES as INTER_TOPOLOGIES
 from odsgd_jax.cluster._hardware import TOPOLOGIES as TOPOLOGIES
 from odsgd_jax.cluster._hardware import Network as Network

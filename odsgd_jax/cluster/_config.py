@@ -3,7 +3,7 @@ and the all-reduce overlap, in one place (the clock, the scripts and the studies
 these, never the fields)."""
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 from odsgd_jax.cluster._calibration import TRANSPORTS
 from odsgd_jax.cluster._hardware import Network, Workers
@@ -29,21 +29,41 @@ class ClusterSpec(NamedTuple):
   message_bytes: float
 
 
-def network_from_config(cluster: Any) -> Network:
+def network_from_config(cluster: Any, shares: Mapping[str, float] | None = None) -> Network:
   """The configured network: `cluster.preset`'s when one is named, else the fields';
   `cluster.transport`, when set, gives the links' achieved share of line rate (else a
-  preset's own, or line rate for a network given by its fields)."""
+  preset's own transports', or line rate for a network given by its fields). `shares`:
+  transports' shares other than the fitted ones ({"tcp": 0.9}: the clock's robustness)."""
+  def share(transport: str | None, default: float) -> float:
+    if transport is None:
+      return default
+    return (shares or {}).get(transport, TRANSPORTS[transport].value)
+
   if cluster.get("preset"):
-    network = get_preset(cluster.preset).network
+    preset = get_preset(cluster.preset)
+    network = preset.network
+    network = dataclasses.replace(
+        network, efficiency=share(preset.transport, network.efficiency),
+        intra_efficiency=share(preset.intra_transport, network.intra_efficiency))
   else:
     network = Network(bandwidth=cluster.bandwidth, latency=cluster.latency,
                       topology=cluster.topology, intra_bandwidth=cluster.intra_bandwidth,
                       workers_per_node=cluster.workers_per_node,
                       inter_topology=cluster.get("inter_topology", "ring"))
   if cluster.get("transport"):
-    share = TRANSPORTS[cluster.transport].value
-    network = dataclasses.replace(network, efficiency=share, intra_efficiency=share)
+    achieved = share(cluster.transport, 1.0)
+    network = dataclasses.replace(network, efficiency=achieved, intra_efficiency=achieved)
   return network
+
+
+def transports_of(cluster: Any) -> set[str]:
+  """The transports whose shares time the configured network."""
+  if cluster.get("transport"):
+    return {cluster.transport}
+  if cluster.get("preset"):
+    preset = get_preset(cluster.preset)
+    return {t for t in (preset.transport, preset.intra_transport) if t is not None}
+  return set()
 
 
 def overlap_from_config(cluster: Any,
@@ -57,16 +77,17 @@ def overlap_from_config(cluster: Any,
 
 
 def from_config(cluster: Any, step_time: float, samples_per_step: int = 1,
-                gradients: tuple[tuple[float, float], ...] = ()) -> ClusterSpec:
+                gradients: tuple[tuple[float, float], ...] = (),
+                shares: Mapping[str, float] | None = None) -> ClusterSpec:
   """The cluster of a config's `cluster` section, its workers taking `step_time` seconds
   per step at speed 1 on `samples_per_step` samples (a named `cluster.workload`'s
-  step time, batch and message win)."""
+  step time, batch and message win); `shares`: as `network_from_config`'s."""
   message_bytes = cluster.get("message_bytes") or 0
   if cluster.get("workload"):
     load = WORKLOADS[cluster.workload]
     step_time, samples_per_step = load.step_time, load.samples_per_step
     message_bytes = load.message_bytes
-  network = network_from_config(cluster)
+  network = network_from_config(cluster, shares)
   speeds = tuple(cluster.speeds) or (1.0,) * cluster.num_workers
   workers = Workers(speeds=speeds, step_time=step_time, jitter=cluster.jitter,
                     straggler_prob=cluster.straggler_prob,

@@ -20,6 +20,11 @@ class Preset:
   network: Network
   description: str
   sources: str
+  # The transports whose achieved shares give the links' efficiency (across nodes and,
+  # hierarchical, inside them; None: the bandwidth as given). A config or a robustness
+  # check that changes a share changes these links (`cluster.network_from_config`).
+  transport: str | None = None
+  intra_transport: str | None = None
 
 
 PRESETS: dict[str, Preset] = {
@@ -29,7 +34,8 @@ PRESETS: dict[str, Preset] = {
         "commodity 10 Gigabit Ethernet, one NIC per worker, NCCL-style tree all-reduce",
         "10 Gb/s line rate (IEEE 802.3ae), of which TCP reaches the fitted `tcp` share; "
         "20 us per message: typical one-way latency of "
-        "MPI/NCCL over kernel TCP sockets (an order of magnitude, not a measurement of ours)"),
+        "MPI/NCCL over kernel TCP sockets (an order of magnitude, not a measurement of ours)",
+        transport="tcp"),
     "ib_edr": Preset(
         Network(bandwidth=12.5e9, latency=1e-6, topology="tree",
                 efficiency=TRANSPORTS["infiniband"].value),
@@ -37,7 +43,7 @@ PRESETS: dict[str, Preset] = {
         "4x EDR: 4 lanes x 25 Gb/s = 100 Gb/s = 12.5 GB/s (InfiniBand Trade Association "
         "roadmap) at NCCL's achieved `infiniband` share; "
         "1 us MPI one-way latency (ConnectX-4 class adapters: ~0.6 us in the "
-        "adapter, plus the MPI stack)"),
+        "adapter, plus the MPI stack)", transport="infiniband"),
     "dgx1_ib": Preset(
         Network(bandwidth=50e9, latency=1e-6, topology="hierarchical", intra_bandwidth=150e9,
                 workers_per_node=8, inter_topology="tree",
@@ -48,7 +54,8 @@ PRESETS: dict[str, Preset] = {
         "inside: 6 NVLink 2.0 links x 25 GB/s = 150 GB/s per GPU and direction (NVIDIA "
         "DGX-1 with Tesla V100 system architecture white paper: 300 GB/s bidirectional); "
         "across: 4 EDR adapters per node x 12.5 GB/s = 50 GB/s (same white paper); each at "
-        "its transport's achieved share (`nvlink`, `infiniband`); 1 us latency as ib_edr"),
+        "its transport's achieved share (`nvlink`, `infiniband`); 1 us latency as ib_edr",
+        transport="infiniband", intra_transport="nvlink"),
     "tpu_v4": Preset(
         Network(bandwidth=268.6e9, latency=1e-6, topology="torus"),
         "TPU v4 chips on the inter-chip interconnect (ICI), a 3-D torus",

@@ -14,8 +14,8 @@ from typing import Any, Callable, Sequence
 import jax
 
 from odsgd_jax.study._grid import RunSpec, StudyInputError
-from odsgd_jax.train import (ConfigError, NonFiniteLossError, read_metrics, train_and_evaluate,
-                             use_compilation_cache, validate_config)
+from odsgd_jax.train import (CLOCK_FILE, ConfigError, NonFiniteLossError, read_metrics,
+                             train_and_evaluate, use_compilation_cache, validate_config)
 
 
 @dataclasses.dataclass
@@ -70,7 +70,10 @@ def run_one(spec: RunSpec, workdir: str, resume: bool = False,
 
 def _finished_summary(workdir: str, config: dict[str, Any]) -> dict[str, Any] | None:
   """The summary of a run that finished in `workdir` with `config`, or None: not run,
-  another config, or a config.json or summary.json cut short by a kill (run again)."""
+  another config, a config.json or summary.json cut short by a kill, or no clock.json (a
+  run of a version before it: its times cannot be replayed; run again)."""
+  if not os.path.exists(os.path.join(workdir, CLOCK_FILE)):
+    return None
   try:
     with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
       saved = json.load(f)

@@ -15,7 +15,7 @@ from odsgd_jax.train._experiment import Experiment, build_experiment
 from odsgd_jax.train._metrics import MetricsWriter
 from odsgd_jax.train._progress import (DeviceSchedules, NonFiniteLossError, PreemptionNotice,
                                        Progress, StepLog, run_summary)
-from odsgd_jax.train._simulation import run_clock
+from odsgd_jax.train._simulation import CLOCK_FILE, run_clock
 from odsgd_jax.train._step import TrainState, model_variables
 from odsgd_jax.train._workdir import (WorkdirLock, prepare_workdir, storage_error,
                                       write_json_atomically)
@@ -229,7 +229,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
   Args:
     config: experiment config (see configs/default.py); checked before any work.
     workdir: where checkpoints/, model/ (the evaluated model's variables),
-      metrics.jsonl, tensorboard/, config.json and summary.json go.
+      metrics.jsonl, tensorboard/, config.json, summary.json and clock.json (what the
+      simulated clock charged each tick, for `retime`) go.
     batches: where the tick's batches come from instead of the config's data
       pipeline (e.g. one batch kept on the devices, to time the loop without input).
     hooks: `Hook`s called around every step and evaluation.
@@ -256,6 +257,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
       run = _Run(experiment, path, batches, hooks)
     summary = run.run()
     if jax.process_index() == 0:
+      write_json_atomically(path / CLOCK_FILE, run.progress.clock.record())
       write_json_atomically(path / "summary.json", summary)
   except OSError as error:  # metrics, events, the model: the file system refused
     raise storage_error(error) from error

@@ -1,8 +1,11 @@
-"""The run's simulated clock: the cluster timeline, its totals, and step-time calibration."""
+"""The run's simulated clock: the cluster timeline, its totals, and step-time calibration;
+and the same run timed again with the clock's constants changed (`retime`)."""
 
+import json
 import math
+import os
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -12,6 +15,7 @@ import numpy as np
 from odsgd_jax import cluster, models, parallel
 from odsgd_jax.cluster import Schedule, Timeline, synchronous_schedule
 from odsgd_jax.strategies import StrategySpec
+from odsgd_jax.train._optimizer import strategy_spec
 
 
 def message_bytes(worker_params: Any) -> float:
@@ -61,17 +65,63 @@ def run_clock(experiment: Any, saved: dict[str, Any], state: Any) -> "SimulatedC
 
 def simulated_clock(config: ml_collections.ConfigDict, strategy: StrategySpec,
                     step_time: float, model_bytes: float, samples_per_step: int,
-                    input_shape: tuple[int, ...], num_classes: int) -> "SimulatedClock":
+                    input_shape: tuple[int, ...], num_classes: int,
+                    shares: Mapping[str, float] | None = None) -> "SimulatedClock":
   """The clock of a config's `cluster` section, with `strategy`'s timeline; the one place
   a run turns its cluster section into cluster objects (`cluster.from_config`), once
   `step_time` is known. `model_bytes`: the trained model's float bytes; a worker's step
-  takes `samples_per_step` samples of `input_shape`."""
+  takes `samples_per_step` samples of `input_shape`; `shares`: transports' achieved
+  shares other than the fitted ones."""
   cluster_config = config.cluster
   spec = cluster.from_config(cluster_config, step_time, samples_per_step,
-                             gradient_order(config, input_shape, num_classes, model_bytes))
+                             gradient_order(config, input_shape, num_classes, model_bytes),
+                             shares)
   num_bytes = spec.message_bytes or model_bytes
   timeline = strategy.make_timeline(spec.workers, spec.network, num_bytes, spec.overlap)
-  return SimulatedClock(timeline, spec.workers.step_time, model_bytes, num_bytes)
+  return SimulatedClock(timeline, spec.workers.step_time, model_bytes, num_bytes,
+                        inputs={"step_time": step_time, "model_bytes": model_bytes,
+                                "samples_per_step": samples_per_step,
+                                "input_shape": list(input_shape), "num_classes": num_classes})
+
+
+CLOCK_FILE = "clock.json"  # in a finished run's workdir: what `retime` replays
+
+# The clock's fitted constants (odsgd_jax/cluster/_calibration.py FITTED) as the config
+# fields that carry them; the transports' shares are not fields (`cluster.from_config`).
+CONSTANT_FIELDS = {"noise": "jitter", "interference": "interference",
+                   "node_contention": "node_contention"}
+
+
+def retime(workdir: str, constants: Mapping[str, float]) -> np.ndarray:
+  """The simulated time after each tick of the finished run in `workdir`, its clock
+  rebuilt with the fitted `constants` ({name: value}, e.g. noise or tcp) changed and
+  charged the same messages tick by tick as the run's was. For a strategy whose schedule
+  follows the clock (asgd, ssp, oscars), the schedule is the new clock's while the
+  training that the times are read against ran on the old one's: an approximation."""
+  with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
+    config = ml_collections.ConfigDict(json.load(f))
+  with open(os.path.join(workdir, CLOCK_FILE), encoding="utf-8") as f:
+    record = json.load(f)
+  for name, field in CONSTANT_FIELDS.items():
+    if name in constants:
+      config.cluster[field] = constants[name]
+  shares = {name: value for name, value in constants.items() if name not in CONSTANT_FIELDS}
+  inputs = record["inputs"]
+  clock = simulated_clock(config, strategy_spec(config), inputs["step_time"],
+                          inputs["model_bytes"], inputs["samples_per_step"],
+                          tuple(inputs["input_shape"]), inputs["num_classes"], shares)
+  ticks = sum(run[0] for run in record["charges"])
+  if ticks != config.train.num_steps:
+    raise ValueError(f"{workdir}/{CLOCK_FILE} records {ticks} ticks of a run of "
+                     f"{config.train.num_steps}: it was not written by a finished run of this "
+                     f"version; run it again to retime it")
+  times = []
+  for count, sends, sent_bytes, gathers in record["charges"]:
+    for _ in range(count):
+      tick = len(times)
+      clock.schedule(tick)
+      times.append(clock.charge(tick, bool(sends), sent_bytes or None, bool(gathers)))
+  return np.asarray(times)
 
 
 def gradient_order(config: ml_collections.ConfigDict, input_shape: tuple[int, ...],
@@ -102,15 +152,20 @@ class SimulatedClock:
   """
 
   def __init__(self, timeline: Timeline, step_time: float, model_bytes: float,
-               message_bytes: float):
+               message_bytes: float, inputs: dict[str, Any] | None = None):
     """`model_bytes`: the trained model's float bytes; `message_bytes`: what a message is
-    timed as (larger, when the clock times a larger model than the one trained)."""
+    timed as (larger, when the clock times a larger model than the one trained);
+    `inputs`: what rebuilds it from the run's config (`simulated_clock`'s arguments)."""
     self.timeline, self.step_time = timeline, step_time
     self.model_bytes, self.message_bytes = model_bytes, message_bytes
+    self.inputs = inputs or {}
     n = timeline.workers.num_workers
     self.time = 0.0
     self.totals = {"compute": np.zeros(n), "communication": np.zeros(n), "idle": np.zeros(n)}
     self.bits_sent = 0.0  # bits one worker sent over the run
+    # What each tick was charged, run-length encoded: [[ticks, sends, bytes (0: the
+    # dense message), gathers], ...]; `retime` charges the same under other constants.
+    self.charges: list[list] = []
 
   def schedule(self, tick: int) -> Schedule:
     return self.timeline.schedule(tick)
@@ -127,13 +182,28 @@ class SimulatedClock:
     self.bits_sent += metrics.get("bits_sent", 8 * self.model_bytes if sends else 0.0)
     sent = metrics.get("bits_sent", 0.0) / 8 * self.message_bytes / self.model_bytes
     compressed = 0 < sent < self.message_bytes
-    cost = self.timeline.cost(tick, round_end=sends,
-                              message_bytes=sent if compressed else None,
-                              gathers=compressed and metrics.get("gathered", 0.0) > 0.5)
+    return self.charge(tick, sends, sent if compressed else None,
+                       compressed and metrics.get("gathered", 0.0) > 0.5)
+
+  def charge(self, tick: int, sends: bool, sent_bytes: float | None, gathers: bool) -> float:
+    """Adds tick `tick`'s duration: a message sent (`sends`) as the dense message
+    (`sent_bytes` None) or as `sent_bytes` compressed, gathered or reduced. Returns the
+    simulated time after it."""
+    cost = self.timeline.cost(tick, round_end=sends, message_bytes=sent_bytes,
+                              gathers=gathers)
     self.time += cost.duration
     for name in self.totals:
       self.totals[name] = self.totals[name] + getattr(cost, name)
+    charged = [int(sends), float(sent_bytes or 0.0), int(gathers)]
+    if self.charges and self.charges[-1][1:] == charged:
+      self.charges[-1][0] += 1
+    else:
+      self.charges.append([1, *charged])
     return self.time
+
+  def record(self) -> dict[str, Any]:
+    """What `retime` needs to charge the run again (the run writes it as CLOCK_FILE)."""
+    return {"inputs": self.inputs, "charges": self.charges}
 
   def fractions(self) -> dict[str, list[float]]:
     """Per worker: share of the simulated time spent computing, communicating, idle."""
@@ -143,10 +213,11 @@ class SimulatedClock:
   def state_dict(self) -> dict[str, Any]:
     return {"time": self.time, "timeline": self.timeline.state_dict(), "step_time": self.step_time,
             "totals": {k: v.tolist() for k, v in self.totals.items()},
-            "bits_sent": self.bits_sent}
+            "bits_sent": self.bits_sent, "charges": self.charges}
 
   def load_state_dict(self, state: dict[str, Any]) -> None:
     self.time = float(state["time"])
     self.timeline.load_state_dict(state["timeline"])
     self.totals = {k: np.asarray(v, np.float64) for k, v in state["totals"].items()}
     self.bits_sent = float(state.get("bits_sent", 0.0))
+    self.charges = [list(run) for run in state.get("charges", [])]
