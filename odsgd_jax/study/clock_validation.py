@@ -18,6 +18,9 @@ protocol").
 
 import dataclasses
 import functools
+import json
+import math
+import os
 from typing import Sequence
 
 import numpy as np
@@ -477,22 +480,113 @@ def fitted_cases() -> list[Case]:
   return [case for i, case in enumerate(CASES) if is_fitted(i)]
 
 
-def fitted_error(values: dict[str, float]) -> float:
-  """Mean absolute error in points on the fitted half."""
-  return float(np.mean(np.abs(errors(values, fitted_cases()))))
+def fitted_error(values: dict[str, float], cases: Sequence[Case] | None = None) -> float:
+  """Mean absolute error in points on `cases` (default: the fitted rows)."""
+  cases = fitted_cases() if cases is None else cases
+  return float(np.mean(np.abs(errors(values, cases))))
 
 
-def fit(max_rounds: int = 20) -> dict[str, float]:
-  """Coordinate descent over GRIDS from the ideal clock's values, minimizing the fitted
-  half's mean absolute error (ties: the smaller value), until a whole round moves no
-  constant: every constant is then the best on its grid given the others."""
+def fit(max_rounds: int = 20, cases: Sequence[Case] | None = None) -> dict[str, float]:
+  """Coordinate descent over GRIDS from the ideal clock's values, minimizing the mean
+  absolute error on `cases` (default: the fitted rows; ties: the smaller value), until a
+  whole round moves no constant: every constant is then the best on its grid given the
+  others."""
   values = {name: float(GRIDS[name][-1] if name in TRANSPORTS else GRIDS[name][0])
             for name in FITTED}
   for _ in range(max_rounds):
     before = dict(values)
     for name in FITTED:
-      scores = [(fitted_error({**values, name: float(v)}), float(v)) for v in GRIDS[name]]
+      scores = [(fitted_error({**values, name: float(v)}, cases), float(v))
+                for v in GRIDS[name]]
       values[name] = min(scores)[1]
     if values == before:
       return values
   raise RuntimeError(f"the fit did not settle in {max_rounds} rounds: {values}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Fold:
+  """One fold of the leave-one-family-out cross-validation: the constants fitted without
+  `family`, and that family's errors (points) under them, by case name."""
+
+  family: str
+  values: dict[str, float]
+  errors: dict[str, float]
+
+
+def cross_validate(cases: Sequence[Case], fitted: Sequence[bool], fit_on=None,
+                   predict_error=None) -> list[Fold]:
+  """Leave one family out: for each family with a fitted case, `fit_on(training cases)`
+  on the fitted cases of the other families, then `predict_error(values, case)` for every
+  case of the family left out. Defaults: this module's `fit` and `errors`; a test passes
+  its own, to check the folds by hand."""
+  fit_on = fit_on or (lambda training: fit(cases=training))
+  predict_error = predict_error or (lambda values, case: float(errors(values, [case])[0]))
+  families = list(dict.fromkeys(c.family for c, f in zip(cases, fitted, strict=True) if f))
+  folds = []
+  for family in families:
+    training = [c for c, f in zip(cases, fitted, strict=True) if f and c.family != family]
+    values = fit_on(training)
+    folds.append(Fold(family, values, {c.name: predict_error(values, c)
+                                       for c in cases if c.family == family}))
+  return folds
+
+
+# The folds of the cross-validation over the cases the constants are fitted on (`python
+# scripts/validate_clock.py --cross-validate` writes this file; tests/test_clock_terms.py
+# checks that each fold's constants are its fit's optimum).
+ERROR_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "clock_error.json")
+
+
+def stored_folds() -> list[Fold]:
+  """The cross-validation's folds as stored in ERROR_FILE ([] when it has not been run)."""
+  if not os.path.exists(ERROR_FILE):
+    return []
+  with open(ERROR_FILE, encoding="utf-8") as f:
+    return [Fold(**fold) for fold in json.load(f)["folds"]]
+
+
+def out_of_family_error(folds: Sequence[Fold] | None = None) -> float:
+  """The clock's out-of-family error in points: the mean absolute error of every case
+  predicted by the fold that left its family out (nan before the cross-validation)."""
+  folds = stored_folds() if folds is None else folds
+  values = [abs(e) for fold in folds for e in fold.errors.values()]
+  return float(np.mean(values)) if values else math.nan
+
+
+def _fitted_transports(case: Case) -> set[str]:
+  used = {case.intra[1]} | ({case.inter[1]} if case.inter else set())
+  return used & set(FITTED)
+
+
+def single_family_transports() -> dict[str, str]:
+  """{transport: family} for each fitted transport share that only one fitted family
+  informs: left out, nothing constrains it, and its fold measures a setup on a transport
+  the clock has never seen."""
+  families: dict[str, set[str]] = {}
+  for case in fitted_cases():
+    for transport in _fitted_transports(case):
+      families.setdefault(transport, set()).add(case.family)
+  return {t: next(iter(f)) for t, f in families.items() if len(f) == 1}
+
+
+def known_transport_error(folds: Sequence[Fold] | None = None) -> float:
+  """The out-of-family error of the families whose transports another fitted family
+  informs (or a citation gives): the error to expect on a new setup whose transport's
+  share is known, the band every scaling efficiency carries (nan before the
+  cross-validation)."""
+  folds = stored_folds() if folds is None else folds
+  blind = set(single_family_transports().values())
+  return out_of_family_error([fold for fold in folds if fold.family not in blind])
+
+
+def constant_ranges(folds: Sequence[Fold] | None = None) -> dict[str, tuple[float, float]]:
+  """Each fitted constant's range over the folds and its fitted value: the ends at which
+  a speed verdict is recomputed."""
+  folds = stored_folds() if folds is None else folds
+  if not folds:
+    raise ValueError(f"{ERROR_FILE} holds no cross-validation: run `python "
+                     f"scripts/validate_clock.py --cross-validate` (about 25 minutes) first")
+  fitted = fitted_values()
+  return {name: (min([fitted[name], *[f.values[name] for f in folds]]),
+                 max([fitted[name], *[f.values[name] for f in folds]])) for name in FITTED}
