@@ -8,6 +8,8 @@ import sys
 import pytest
 
 from configs import _strategies
+from odsgd_jax.study import clock_validation
+from odsgd_jax.cluster import PRESETS
 from odsgd_jax.train import train_and_evaluate
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -65,6 +67,10 @@ def test_scaling_from_timelines(tmp_path):
   result = _script("scripts/scaling.py", "--output", str(tmp_path))
   assert (tmp_path / "scaling.png").stat().st_size > 10_000
   assert "| ssgd |" in result.stdout and "93.4%" in result.stdout
+  assert "**Weak scaling**" in result.stdout and "**Strong scaling**" in result.stdout
+  band = f"± {clock_validation.out_of_family_error():.1f}"
+  cells = [line for line in result.stdout.splitlines() if line.startswith("| ssgd |")]
+  assert len(cells) == 2 and all(line.count(band) == 3 * len(PRESETS) for line in cells)
 
 
 def test_claims_report_has_a_verdict_for_every_claim(data_dir, tmp_path):
@@ -75,9 +81,12 @@ def test_claims_report_has_a_verdict_for_every_claim(data_dir, tmp_path):
                    "--set", "data.name=mnist1d", "--output", str(tmp_path))
   rows = [line for line in result.stdout.splitlines() if line.startswith("| ") and
           line.split(" | ")[0] in ("| OD-SGD", "| Pseudo-sync", "| Oscars")]
-  assert len(rows) == 8
+  assert len(rows) == 9
   assert all(any(v in row for v in ("**holds", "**does not hold", "**inconclusive"))
              for row in rows)
+  assert "near-linear (strong) scalability using 128 nodes" in result.stdout
+  speed = [row for row in rows if "speedup over" in row]
+  assert len(speed) == 4 and all("robust to the clock: " in row for row in speed)
   assert "pilot seeds 100 (homogeneous" in result.stdout and "Holm" in result.stdout
   assert " ± 0.0 " not in result.stdout and "±0.0" not in result.stdout
 

@@ -110,6 +110,9 @@ def test_targets_are_shares_of_the_pilots_and_times_are_censored_by_hand():
   table = study.time_table([ssgd, fast], "ssgd", {"0.7": 0.7}, "0.7")
   assert "| ssgd | 2.0 | 1 of 2 | - | - | 0.500 | 0.000 |" in table
   assert "| fast | 1.0 | 2 of 2 | 4.00x (1 never reached by the baseline of 2) | holds" in table
+  table = study.time_table([ssgd, fast], "ssgd", {"0.7": 0.7}, "0.7", robust={"fast": "yes"})
+  assert "robust to the clock" in table and "| ssgd | 2.0 | 1 of 2 | - | - | - | 0.500 |" in table
+  assert "| holds (Holm p" in table and ") | yes | 0.500 |" in table
 
 
 def test_a_sweep_chooses_on_validation_and_reports_test():

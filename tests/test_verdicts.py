@@ -9,6 +9,7 @@ import pytest
 from odsgd_jax.study import verdicts
 from odsgd_jax.study.verdicts import (DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, Arrival,
                                        accuracy_test, accuracy_verdicts, arrival, figure_verdict,
+                                       level_verdict,
                                        holm, seeds_for_power, speed_test, speed_verdicts)
 
 SEEDS = range(12)
@@ -164,6 +165,24 @@ def test_a_papers_figure_is_reproduced_within_two_points_only():
   assert missed.outcome == DOES_NOT_HOLD
   assert "+6.6 points at 64" in missed.reason and "+9.0 points at 128" in missed.reason
   assert "upper bound" in missed.reason
+
+
+def test_a_gap_inside_the_clocks_error_is_inconclusive():
+  """Gaps of +0.6 and +3.3 points: beyond the 2-point tolerance, but inside a clock error
+  of ±4 points (inconclusive) and outside one of ±3 (not reproduced)."""
+  measured, paper = {64: 0.940, 128: 0.938}, {64: 0.934, 128: 0.905}
+  inside = figure_verdict(measured, paper, band=0.04)
+  assert inside.outcome == INCONCLUSIVE and "±4.0 points" in inside.reason
+  beyond = figure_verdict(measured, paper, band=0.03)
+  assert beyond.outcome == DOES_NOT_HOLD and "beyond the clock's error of ±3.0" in beyond.reason
+
+
+def test_a_level_claim_with_the_clocks_error():
+  """"Near-linear" as at least 90%: 95% ± 4 holds (91% >= 90%), 85% ± 4 does not (89% <
+  90%), 92% ± 4 cannot be told."""
+  assert level_verdict(0.95, 0.90, 0.04, "x").outcome == HOLDS
+  assert level_verdict(0.85, 0.90, 0.04, "x").outcome == DOES_NOT_HOLD
+  assert level_verdict(0.92, 0.90, 0.04, "x").outcome == INCONCLUSIVE
 
 
 @pytest.mark.parametrize("effect,expected", [(1.0, 8), (0.5, 27)])

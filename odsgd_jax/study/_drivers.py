@@ -9,9 +9,11 @@ from odsgd_jax.comm import parse_communication
 from odsgd_jax.study import verdicts
 from odsgd_jax.study._aggregate import Group, summarize
 from odsgd_jax.study._grid import RunSpec, StudyInputError, grid
-from odsgd_jax.study._report import (RULES, accuracy_table, bits_per_step, caption, markdown,
-                                     noninferiority, noninferiority_cells, noninferiority_header,
-                                     sweep_table, time_table)
+from odsgd_jax.study._report import (RULES, accuracy_table, bits_per_step, caption,
+                                     clock_robustness, markdown, noninferiority,
+                                     noninferiority_cells, noninferiority_header, sweep_table,
+                                     time_table)
+from odsgd_jax.study._robustness import ROBUSTNESS
 from odsgd_jax.study._runner import RunResult, timed_accuracy
 from odsgd_jax.study._targets import PRIMARY
 
@@ -72,6 +74,7 @@ def strategy_report(results: Sequence[RunResult], config: ml_collections.ConfigD
   text = (f"{caption(config, seeds, command)}\n\nFinal test accuracy; {RULES}.\n\n"
           f"{accuracy_table(groups, baseline)}")
   if goals:
+    robust = clock_robustness(groups, baseline, goals, primary)
     metric = timed_accuracy(groups[0].runs[0].evaluations).replace("_", " ")
     values = ", ".join(f"{name}: {value:.4f}" for name, value in goals.items())
     fixed = (f"; the shares are of {baseline}'s mean final {metric} on pilot seeds "
@@ -84,8 +87,9 @@ def strategy_report(results: Sequence[RunResult], config: ml_collections.ConfigD
              f"one-sided p at the primary target, Holm-adjusted across the rows, is below "
              f"{verdicts.ALPHA:g}, no seed of the strategy is censored where {baseline}'s "
              f"reached, and it is not significantly slower at another target; a run's "
-             f"simulated time and shares are deterministic where no interval is shown.\n\n"
-             f"{time_table(groups, baseline, goals, primary)}")
+             f"simulated time and shares are deterministic where no interval is shown. "
+             f"{ROBUSTNESS}\n\n"
+             f"{time_table(groups, baseline, goals, primary, robust)}")
   return groups, text
 
 

@@ -17,6 +17,7 @@ import numpy as np  # noqa: E402
 from odsgd_jax.study import verdicts  # noqa: E402
 from odsgd_jax.study._aggregate import Group, converged  # noqa: E402
 from odsgd_jax.study._readme import replace_section, repository_root  # noqa: E402
+from odsgd_jax.study._robustness import robustness  # noqa: E402
 from odsgd_jax.study._runner import timed_accuracy  # noqa: E402
 from odsgd_jax.study._stats import CONFIDENCE, Interval, mean_ci, paired  # noqa: E402
 from odsgd_jax.study._targets import reached, speed_row  # noqa: E402
@@ -118,21 +119,40 @@ def accuracy_table(groups: Sequence[Group], baseline: str, first_column: str = "
   return markdown(header, rows)
 
 
+def faster_verdicts(groups: Mapping[str, Group], baseline: str, goals: Mapping[str, float],
+                    primary: str) -> dict[str, verdicts.Verdict]:
+  """{label: the verdict on "faster" than `baseline` at `primary`}, Holm across the labels."""
+  rows = {label: speed_row(g, groups[baseline], goals) for label, g in groups.items()
+          if label != baseline}
+  return dict(zip(rows, verdicts.speed_verdicts(list(rows.values()), primary), strict=True))
+
+
+def clock_robustness(groups: Sequence[Group], baseline: str, goals: Mapping[str, float],
+                     primary: str) -> dict[str, str]:
+  """{label: whether its "faster" verdict survives the clock's uncertainty}: each run's
+  times replayed from its workdir (`robustness`)."""
+  decide = lambda studies: list(faster_verdicts(studies[0], baseline, goals, primary).values())
+  by_label = {g.label: g for g in groups}
+  return dict(zip([label for label in by_label if label != baseline],
+                  robustness([by_label], decide), strict=True))
+
+
 def time_table(groups: Sequence[Group], baseline: str, goals: Mapping[str, float],
-               primary: str) -> str:
+               primary: str, robust: Mapping[str, str] | None = None) -> str:
   """Simulated times: the run's, the seeds reaching each target, the speedup over the
-  baseline per target (censored seeds counted) and the verdict on "faster" at `primary`,
-  Holm-adjusted across the rows."""
-  base = next(g for g in groups if g.label == baseline)
-  compared = [g for g in groups if g.label != baseline]
-  speeds = {g.label: speed_row(g, base, goals) for g in compared}
-  faster = dict(zip(speeds, verdicts.speed_verdicts(list(speeds.values()), primary),
-                    strict=True))
+  baseline per target (censored seeds counted), the verdict on "faster" at `primary`,
+  Holm-adjusted across the rows, and, given `robust` (`clock_robustness`), whether that
+  verdict survives the clock's uncertainty."""
+  by_label = {g.label: g for g in groups}
+  speeds = {label: speed_row(g, by_label[baseline], goals) for label, g in by_label.items()
+            if label != baseline}
+  faster = faster_verdicts(by_label, baseline, goals, primary)
   names = list(goals)
   header = ["strategy", "simulated time of the run (s)",
             f"seeds reaching {' / '.join(names)}",
             *[f"speedup to {name}{' (primary)' if name == primary else ''}" for name in names],
-            f"faster than {baseline}", "communication share", "idle share"]
+            f"faster than {baseline}", *(["robust to the clock"] if robust else []),
+            "communication share", "idle share"]
   rows = []
   for g in groups:
     counts = [reached(g, goals[name]) for name in names]
@@ -142,7 +162,8 @@ def time_table(groups: Sequence[Group], baseline: str, goals: Mapping[str, float
         *([speeds[g.label][name].format() for name in names] if g.label in speeds
           else ["-"] * len(names)),
         faster[g.label].brief() if g.label in faster else "-",
-        g.communication.format(3), g.idle.format(3)])
+        *([robust.get(g.label, "-")] if robust else []), g.communication.format(3),
+        g.idle.format(3)])
   return markdown(header, rows)
 
 

@@ -1,8 +1,11 @@
-"""Weak scaling from the timelines alone: seconds per tick of N workers, no training.
+"""Weak and strong scaling from the timelines alone: seconds per tick of N workers, no
+training.
 
-Every strategy's timeline (odsgd_jax/cluster) gives the simulated duration of a
-tick; with homogeneous workers a tick processes N batches, so the weak-scaling
-efficiency is T(1) / T(N). Seconds for thousands of workers, on any preset.
+Every strategy's timeline (odsgd_jax/cluster) gives the simulated duration of a tick. Weak
+scaling: each worker keeps its batch, a tick processes N of them, and the efficiency is
+T(1) / T(N). Strong scaling: a global batch is split over the N workers, each worker's
+compute shrinks with its share while its message does not, and the efficiency is
+T(1) / (N T(N)). Seconds for thousands of workers, on any preset.
 """
 
 import dataclasses
@@ -68,6 +71,36 @@ def weak_scaling(network: Network, workload: Workload, sizes: Sequence[int],
                                  overlap if overlapped else None)
              for n in sorted(set(sizes) | {1})}
     efficiency[label] = {n: float(times[1] / times[n]) for n in sizes}
+  return efficiency
+
+
+# The global batch of strong scaling: Goyal et al.'s ResNet-50 batch (arXiv 1706.02677),
+# the largest cited one that keeps its accuracy. The pseudo-synchronous paper does not give
+# its own.
+STRONG_GLOBAL_BATCH = 8192
+
+
+def strong_scaling(network: Network, workload: Workload, sizes: Sequence[int],
+                   global_batch: int = STRONG_GLOBAL_BATCH,
+                   overlap: Overlap | None = DDP_OVERLAP,
+                   strategies: dict[str, tuple[str, dict[str, Any], bool]] = SCALING_STRATEGIES,
+                   ) -> dict[str, dict[int, float]]:
+  """{label: {N: efficiency}} with efficiency = T(1) / (N T(N)), T the seconds of a tick
+  that processes `global_batch` samples over N workers: each worker's compute is the
+  workload's step time scaled to its share of the batch (linear in the batch: a GPU's
+  loss of efficiency at small batches is not modelled), its message the whole model."""
+  if overlap is not None:
+    overlap = dataclasses.replace(overlap, gradients=gradient_profile(*workload.model))
+  efficiency = {}
+  for label, (strategy, options, overlapped) in strategies.items():
+    times = {}
+    for n in sorted(set(sizes) | {1}):
+      share = global_batch / n
+      load = dataclasses.replace(workload, samples_per_step=share,
+                                 step_time=workload.step_time * share / workload.samples_per_step)
+      times[n] = seconds_per_tick(strategy, options, workers_for(n, load, network), network,
+                                  workload.message_bytes, overlap if overlapped else None)
+    efficiency[label] = {n: float(times[1] / (n * times[n])) for n in sizes}
   return efficiency
 
 

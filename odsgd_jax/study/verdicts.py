@@ -251,16 +251,35 @@ def speed_verdicts(rows: Sequence[Mapping[str, SpeedTest]], primary: str,
 
 
 def figure_verdict(measured: Mapping[int, float], paper: Mapping[int, float],
-                   upper_bound: bool = False, tolerance: float = TOLERANCE) -> Verdict:
+                   upper_bound: bool = False, tolerance: float = TOLERANCE,
+                   band: float = 0.0) -> Verdict:
   """A paper's figures ({N: value}) against the measured ones: reproduced within
-  `tolerance` at every N, or the gaps. `upper_bound`: the measurement can only bound the
+  `tolerance` at every N; not reproduced where a gap exceeds both the tolerance and the
+  clock's own error `band` (its out-of-family error, a fraction); between the two, the
+  clock cannot tell (inconclusive). `upper_bound`: the measurement can only bound the
   paper's setting from above (the model leaves out a cost the paper paid)."""
   gaps = {n: measured[n] - paper[n] for n in sorted(paper)}
   listed = ", ".join(f"{100 * gap:+.1f} points at {n}" for n, gap in gaps.items())
   if all(abs(gap) <= tolerance for gap in gaps.values()):
     return Verdict(HOLDS, f"reproduced within {100 * tolerance:g} points ({listed})")
   bound = "; the model gives only an upper bound here" if upper_bound else ""
-  return Verdict(DOES_NOT_HOLD, f"not reproduced: {listed}{bound}")
+  if any(abs(gap) > max(tolerance, band) for gap in gaps.values()):
+    beyond = f", beyond the clock's error of ±{100 * band:.1f} points" if band else ""
+    return Verdict(DOES_NOT_HOLD, f"not reproduced: {listed}{beyond}{bound}")
+  return Verdict(INCONCLUSIVE, f"within the clock's error of ±{100 * band:.1f} points but not "
+                               f"within {100 * tolerance:g}: {listed}{bound}")
+
+
+def level_verdict(measured: float, level: float, band: float, what: str) -> Verdict:
+  """A qualitative claim read as a level ("near-linear": at least `level`), decided with
+  the clock's error `band`: holds when `measured` - band reaches the level, does not when
+  `measured` + band falls short of it, otherwise the clock cannot tell."""
+  detail = f"{what} {measured:.1%} ± {100 * band:.1f} points against {level:.0%}"
+  if measured - band >= level:
+    return Verdict(HOLDS, detail)
+  if measured + band < level:
+    return Verdict(DOES_NOT_HOLD, detail)
+  return Verdict(INCONCLUSIVE, f"{detail}: within the clock's error")
 
 
 def seeds_for_power(sd: float, margin: float = MARGIN, rows: int = 1, alpha: float = ALPHA,
