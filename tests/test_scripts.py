@@ -68,7 +68,8 @@ def test_scaling_from_timelines(tmp_path):
   assert (tmp_path / "scaling.png").stat().st_size > 10_000
   assert "| ssgd |" in result.stdout and "93.4%" in result.stdout
   assert "**Weak scaling**" in result.stdout and "**Strong scaling**" in result.stdout
-  band = f"± {clock_validation.out_of_family_error():.1f}"
+  band = f"± {clock_validation.known_transport_error():.1f}"
+  assert "| 10gbe † (N" in result.stdout  # TCP's share: one fitted family
   cells = [line for line in result.stdout.splitlines() if line.startswith("| ssgd |")]
   assert len(cells) == 2 and all(line.count(band) == 3 * len(PRESETS) for line in cells)
 
