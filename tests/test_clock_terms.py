@@ -317,6 +317,19 @@ def test_a_finished_run_is_retimed_exactly_and_by_hand(tcp_ring_run):
   assert retimed.summary["test_accuracy"] == summary["test_accuracy"]
 
 
+def test_a_saved_clock_state_keeps_its_record_as_it_was():
+  """The checkpoint may serialize the clock's state after later ticks were charged: the
+  state is a copy (a shared list once made a resumed run's record one tick longer)."""
+  from odsgd_jax.train import SimulatedClock
+  timeline = SynchronousTimeline(Workers((1.0, 1.0), 0.01), Network(bandwidth=1e8), 100)
+  clock = SimulatedClock(timeline, 0.01, 100, 100)
+  for tick in range(3):
+    clock.charge(tick, True, None, False)
+  state = clock.state_dict()
+  clock.charge(3, True, None, False)
+  assert state["charges"] == [[3, 1, 0.0, 0]] and clock.charges == [[4, 1, 0.0, 0]]
+
+
 def test_a_record_of_another_run_length_is_refused(tcp_ring_run, tmp_path):
   import shutil
   from odsgd_jax import train

@@ -213,7 +213,8 @@ class SimulatedClock:
   def state_dict(self) -> dict[str, Any]:
     return {"time": self.time, "timeline": self.timeline.state_dict(), "step_time": self.step_time,
             "totals": {k: v.tolist() for k, v in self.totals.items()},
-            "bits_sent": self.bits_sent, "charges": self.charges}
+            # a copy: the checkpoint may be written after the next ticks add to the record
+            "bits_sent": self.bits_sent, "charges": [list(run) for run in self.charges]}
 
   def load_state_dict(self, state: dict[str, Any]) -> None:
     self.time = float(state["time"])
