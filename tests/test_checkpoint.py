@@ -135,3 +135,19 @@ def test_the_command_line_says_it_in_one_line(finished_run, damage):
   expected = "checkpoints/4" if damage else "strategy: checkpoint 'odsgd', config 'ssgd'"
   assert len(lines) == 1 and lines[0].startswith("error:") and expected in lines[0], \
       result.stderr[-3000:]
+
+
+def test_an_abandoned_orbax_tasks_report_is_hidden_and_others_are_not(caplog):
+  """asyncio reports a failed task nobody awaited through its logger: the run's entry
+  points hide orbax's (the run said in one line why the save failed), not any other."""
+  import logging
+
+  from odsgd_jax.train import hide_abandoned_save_noise
+  hide_abandoned_save_noise()
+  log = logging.getLogger("asyncio")
+  with caplog.at_level(logging.ERROR, logger="asyncio"):
+    log.error("Task exception was never retrieved\nfuture: <Task finished coro=<create() "
+              "defined at /site-packages/orbax/checkpoint/_src/path/atomicity.py:499>>")
+    log.error("Task exception was never retrieved\nfuture: <Task finished coro=<mine()>>")
+  assert [r.getMessage().splitlines()[1] for r in caplog.records] == [
+      "future: <Task finished coro=<mine()>>"]

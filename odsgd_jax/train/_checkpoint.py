@@ -1,5 +1,6 @@
 """Orbax checkpoints of a run: train state (strategy state inside) and progress."""
 
+import logging
 import re
 import sys
 from typing import Any
@@ -22,10 +23,12 @@ def hide_abandoned_save_noise() -> None:
   """Hides the tracebacks that a failed save or restore leaves behind, which the run
   says in one line: "Exception ignored in <coroutine ...>" of orbax's and TensorStore's
   abandoned coroutines, and TensorStore's callbacks into an event loop orbax has closed
-  ("RuntimeError: Event loop is closed", dozens on a full disk). Every other error is
-  printed as before. For entry points (the train command, the study scripts), not for a
-  library user's process."""
+  ("RuntimeError: Event loop is closed", dozens on a full disk), and asyncio's "Task
+  exception was never retrieved" of orbax's abandoned tasks. Every other error is printed
+  as before. For entry points (the train command, the study scripts), not for a library
+  user's process."""
   default = sys.unraisablehook
+  logging.getLogger("asyncio").addFilter(_not_an_abandoned_orbax_task)
 
   def hook(unraisable):
     code = getattr(unraisable.object, "cr_code", None)
@@ -35,6 +38,13 @@ def hide_abandoned_save_noise() -> None:
     default(unraisable)
 
   sys.unraisablehook = hook
+
+
+def _not_an_abandoned_orbax_task(record: logging.LogRecord) -> bool:
+  """False for asyncio's report of an orbax task whose failure nobody awaited (the run has
+  already said why the save failed); it names the task's coroutine and where it is defined."""
+  message = record.getMessage()
+  return not (message.startswith("Task exception was never retrieved") and "orbax" in message)
 
 
 def _closed_loop_callback(unraisable) -> bool:
