@@ -23,7 +23,7 @@ from odsgd_jax.study._aggregate import Group
 from odsgd_jax.study._runner import RunResult
 from odsgd_jax.study._stats import mean_ci
 from odsgd_jax.study.verdicts import Verdict
-from odsgd_jax.train import CLOCK_FILE, retime
+from odsgd_jax.train import CLOCK_FILE, CONSTANT_FIELDS, retime
 
 # What a "robust to the clock" column means, for a table's caption.
 ROBUSTNESS = ("Robust to the clock: the verdict is the same with every fitted constant that "
@@ -31,15 +31,12 @@ ROBUSTNESS = ("Robust to the clock: the verdict is the same with every fitted co
               "and all at their slow or fast ends together (docs/clock.md); the replayed "
               "times of asgd, ssp and oscars keep the schedule their training ran on.")
 
-# The config field that carries each fitted constant that is not a transport's share.
-_FIELDS = {"noise": "jitter", "interference": "interference", "node_contention": "node_contention"}
-
 
 @functools.lru_cache(maxsize=None)
 def _constants_of(spec) -> frozenset[str]:
   config = spec.build()
   fitted = calibration.fitted_values()
-  names = {name for name, field in _FIELDS.items()
+  names = {name for name, field in CONSTANT_FIELDS.items()
            if config.cluster.get(field, 0.0) and config.cluster[field] == fitted[name]}
   names |= cluster.transports_of(config.cluster) & set(calibration.FITTED)
   return frozenset(names)

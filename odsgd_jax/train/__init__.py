@@ -24,6 +24,7 @@ from odsgd_jax.train._programs import SMALL_TENSOR_BYTES as SMALL_TENSOR_BYTES
 from odsgd_jax.train._programs import TrainStep as TrainStep
 from odsgd_jax.train._programs import make_train_step as make_train_step
 from odsgd_jax.train._simulation import CLOCK_FILE as CLOCK_FILE
+from odsgd_jax.train._simulation import CONSTANT_FIELDS as CONSTANT_FIELDS
 from odsgd_jax.train._simulation import SimulatedClock as SimulatedClock
 from odsgd_jax.train._simulation import retime as retime
 from odsgd_jax.train._step import StepSetup as StepSetup
