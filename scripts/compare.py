@@ -12,8 +12,9 @@ seed, and whether it is non-inferior at a 1-point margin, Holm across the rows),
 simulated time to target accuracies on the validation split (--targets: "95%" is 95% of
 the baseline's mean final validation accuracy on --pilot_seeds, run under <output>/pilot
 after the compared runs; "0.9" is 0.9): the seeds reaching each, the speedup over the
-baseline (geometric mean over all seeds, a seed that never reaches censored at the end of
-its run) and whether it is faster at the --primary target. Also <output>/compare.png (accuracy
+baseline (geometric mean over all seeds, each pair of runs cut at the shorter one's end)
+and whether it is faster at the --primary target (docs/results.md, "How a claim is
+decided"). Also <output>/compare.png (accuracy
 against steps and simulated time) and <output>/study.json (every run).
 
   python scripts/compare.py --config configs/default.py --strategies odsgd --seeds 0-11 \\

@@ -80,8 +80,11 @@ def test_summarize_groups_and_pairs_by_hand():
   # every seed's difference is +1.0 point: no interval on a figure that does not vary;
   # no spread and above the margin: non-inferior (p 0, exactly)
   assert "| fast | 0.9200 ± 0.1271 | +1.0 | +1.0 | holds (Holm p < 0.001) | 0.910, 0.930 |" in table
-  # lost is 72 points down on its one finished seed: no t-test, no verdict either way
-  assert "| lost | 0.2000 (1 of 2 diverged) | -72.0 | - | inconclusive" in table
+  # lost diverged on seed 0, which counts at chance (0.1 on digits' 10 classes): -80 and
+  # -72 points, mean -76.0; t(1) 12.706 x sem 4.0 = 50.8; lower bound -76 - 6.314 x 4.0;
+  # inferior by t = -18.75 on 1 degree of freedom, p 0.017, Holm x 2 = 0.034
+  assert ("| lost | 0.2000 (1 of 2 diverged) | -76.0 ± 50.8 | -101.3 | does not hold (Holm "
+          "p = 0.034)") in table
   assert "diverged, 0.200" in table
 
 
@@ -101,18 +104,35 @@ def test_targets_are_shares_of_the_pilots_and_times_are_censored_by_hand():
       _run("fast", 1, 0.9, [(0.5, 0.71), (1.0, 0.75)], sim_time=1.0, validation=0.75),
   ]
   ssgd, fast = study.summarize(results, "ssgd")
-  assert study.arrivals(ssgd, 0.7) == {0: verdicts.Arrival(2.0, True),
-                                       1: verdicts.Arrival(2.0, False)}  # censored at the end
+  assert study.arrivals(ssgd, 0.7) == {0: verdicts.Arrival(2.0, True, 2.0),
+                                       1: verdicts.Arrival(2.0, False, 2.0)}  # censored
   assert study.reached(ssgd, 0.7) == (1, 2) and study.reached(fast, 0.7) == (2, 2)
   row = study.speed_row(fast, ssgd, {"0.7": 0.7})
-  assert row["0.7"].speedup == pytest.approx(4.0)  # 2.0 / 0.5 on both seeds
+  # both pairs cut at fast's end, 1.0: ssgd has not arrived by then, fast has at 0.5, so
+  # each ratio is at least 1.0 / 0.5 = 2 (not 2.0 / 0.5: ssgd's time past the horizon)
+  assert row["0.7"].speedup == pytest.approx(2.0)
   assert row["0.7"].baseline_censored == 1
+  assert row["0.7"].p_faster == pytest.approx(1 / 4)  # two seeds, both faster: 1 of 4 flips
   table = study.time_table([ssgd, fast], "ssgd", {"0.7": 0.7}, "0.7")
   assert "| ssgd | 2.0 | 1 of 2 | - | - | 0.500 | 0.000 |" in table
-  assert "| fast | 1.0 | 2 of 2 | 4.00x (1 never reached by the baseline of 2) | holds" in table
+  assert ("| fast | 1.0 | 2 of 2 | 2.00x (1 never reached by the baseline of 2) | "
+          "inconclusive") in table
   table = study.time_table([ssgd, fast], "ssgd", {"0.7": 0.7}, "0.7", robust={"fast": "yes"})
   assert "robust to the clock" in table and "| ssgd | 2.0 | 1 of 2 | - | - | - | 0.500 |" in table
-  assert "| holds (Holm p" in table and ") | yes | 0.500 |" in table
+  assert "| inconclusive (Holm p = 0.250) | yes | 0.500 |" in table
+
+
+def test_pilots_that_all_diverged_end_a_study_in_one_line(capsys):
+  pilots = study.summarize([_run("ssgd", 100, None, [(1.0, 0.3)]),
+                            _run("ssgd", 101, None, [(1.0, 0.2)])])[0]
+  with pytest.raises(study.PilotsDivergedError) as error:
+    study.targets(["95%"], pilots)
+  message = str(error.value)
+  assert "\n" not in message and "every pilot run of ssgd diverged (seeds 100, 101)" in message
+  assert "learning_rate" in message
+  with pytest.raises(SystemExit) as stop:
+    study.run_main(lambda: study.targets(["95%"], pilots))
+  assert stop.value.code == f"error: {message}"
 
 
 def test_a_sweep_chooses_on_validation_and_reports_test():

@@ -5,12 +5,14 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from odsgd_jax.study import verdicts
 from odsgd_jax.study.verdicts import (DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, Arrival,
                                        accuracy_test, accuracy_verdicts, arrival, figure_verdict,
                                        level_verdict,
-                                       holm, seeds_for_power, speed_test, speed_verdicts)
+                                       holm, seeds_for_power, signed_rank, speed_test,
+                                       speed_verdicts)
 
 SEEDS = range(12)
 
@@ -35,17 +37,17 @@ def test_holm_matches_hand_computed_adjustments():
 
 
 def test_equal_strategies_are_non_inferior():
-  [verdict] = accuracy_verdicts([accuracy_test(*_accuracies(0.0, 0.002))])
+  [verdict] = accuracy_verdicts([accuracy_test(*_accuracies(0.0, 0.002), chance=0.1)])
   assert verdict.outcome == HOLDS
 
 
 def test_a_loss_of_one_and_a_half_points_with_small_noise_does_not_hold():
-  [verdict] = accuracy_verdicts([accuracy_test(*_accuracies(-0.015, 0.002))])
+  [verdict] = accuracy_verdicts([accuracy_test(*_accuracies(-0.015, 0.002), chance=0.1)])
   assert verdict.outcome == DOES_NOT_HOLD
 
 
 def test_large_noise_is_inconclusive():
-  test = accuracy_test(*_accuracies(-0.005, 0.03))
+  test = accuracy_test(*_accuracies(-0.005, 0.03), chance=0.1)
   [verdict] = accuracy_verdicts([test])
   assert verdict.outcome == INCONCLUSIVE
   assert test.difference.half_width > 0.01  # the interval straddles both the margin and 0
@@ -53,7 +55,7 @@ def test_large_noise_is_inconclusive():
 
 def test_the_lower_bound_is_the_one_sided_t_bound():
   strategy, baseline = _accuracies(-0.003, 0.004)
-  test = accuracy_test(strategy, baseline)
+  test = accuracy_test(strategy, baseline, chance=0.1)
   differences = np.asarray([strategy[s] - baseline[s] for s in SEEDS])
   sem = differences.std(ddof=1) / math.sqrt(len(differences))
   t95 = 1.7958848187036696  # Student t, 11 degrees of freedom, 0.95 quantile
@@ -61,48 +63,84 @@ def test_the_lower_bound_is_the_one_sided_t_bound():
   assert test.difference.mean == pytest.approx(differences.mean())
 
 
-def test_a_strategy_that_diverged_on_a_seed_cannot_hold():
-  strategy, baseline = _accuracies(0.0, 0.002)
-  strategy[0] = None  # diverged: no final accuracy
-  test = accuracy_test(strategy, baseline)
-  assert test.diverged == 1 and test.difference.n == len(SEEDS) - 1
-  assert test.p_noninferior < 0.05  # the other seeds alone would make it hold
+def test_a_diverged_seed_counts_at_chance_accuracy_on_either_side():
+  """Baseline 0.94 on every seed; the strategy equal on 11 and diverged on one: the
+  differences are 0 and 0.1 - 0.94 = -0.84, mean -0.07 (7 points down, by hand)."""
+  baseline = _seeds([0.94] * 12)
+  strategy = dict(baseline)
+  strategy[0] = None
+  test = accuracy_test(strategy, baseline, chance=0.1)
+  assert test.diverged == 1 and test.difference.n == len(SEEDS)
+  assert test.difference.mean == pytest.approx(-0.84 / 12)
   [verdict] = accuracy_verdicts([test])
-  assert verdict.outcome == INCONCLUSIVE and "1 seed(s) diverged" in verdict.reason
+  assert verdict.outcome != HOLDS
+  both = accuracy_test({**strategy, 1: None}, {**baseline, 1: None}, chance=0.1)
+  assert both.difference.mean == pytest.approx(-0.84 / 12)  # seed 1: chance - chance
+
+
+def test_a_strategy_that_diverges_on_most_seeds_does_not_hold():
+  """Diverged on 10 of 12 seeds (was: those seeds left out, two seeds left, inconclusive):
+  the mean difference is 10 x (0.1 - 0.94) / 12 = -0.70, far below the margin."""
+  baseline = _seeds(0.94 + np.random.default_rng(3).normal(0, 0.003, 12))
+  strategy = {seed: (None if seed < 10 else value) for seed, value in baseline.items()}
+  test = accuracy_test(strategy, baseline, chance=0.1)
+  assert test.diverged == 10
+  assert test.difference.mean == pytest.approx(sum(0.1 - baseline[s] for s in range(10)) / 12)
+  [verdict] = accuracy_verdicts([test])
+  assert verdict.outcome == DOES_NOT_HOLD
 
 
 def test_holm_can_turn_a_row_inconclusive():
   """A row just non-inferior on its own (p between 0.025 and 0.05) is not once a second
   row, with a larger p, joins the table: Holm doubles the smaller p."""
   for shift in np.linspace(-0.009, 0.0, 200):
-    test = accuracy_test(*_accuracies(shift, 0.006, seed=1))
+    test = accuracy_test(*_accuracies(shift, 0.006, seed=1), chance=0.1)
     if 0.025 < test.p_noninferior < 0.05:
       break
   else:
     pytest.fail("no row with 0.025 < p < 0.05 found")
-  noisy = accuracy_test(*_accuracies(0.0, 0.05, seed=2))
+  noisy = accuracy_test(*_accuracies(0.0, 0.05, seed=2), chance=0.1)
   assert noisy.p_noninferior > test.p_noninferior
   alone, = accuracy_verdicts([test])
   beside, _ = accuracy_verdicts([test, noisy])
   assert (alone.outcome, beside.outcome) == (HOLDS, INCONCLUSIVE)
 
 
-def _arrivals(times, reached=None):
+def _arrivals(times, reached=None, end=None):
+  """{seed: Arrival}: reached at `times` (or, where not `reached`, censored there: the
+  run's end), every run ending at `end` (default: the time itself for a censored seed,
+  else twice the largest time)."""
   reached = reached or [True] * len(times)
-  return {seed: Arrival(t, r) for seed, (t, r) in enumerate(zip(times, reached, strict=True))}
+  end = end or 2 * max(times)
+  return {seed: Arrival(t, r, end if r else t)
+          for seed, (t, r) in enumerate(zip(times, reached, strict=True))}
 
 
 def test_arrival_is_the_first_evaluation_at_the_target_or_the_end_censored():
   rows = [{"sim_time": 1.0, "validation_accuracy": 0.5},
           {"sim_time": 2.0, "validation_accuracy": 0.91},
           {"sim_time": 3.0, "validation_accuracy": 0.95}]
-  assert arrival(rows, 0.9, end_time=5.0) == Arrival(2.0, True)
-  assert arrival(rows, 0.99, end_time=5.0) == Arrival(5.0, False)
+  assert arrival(rows, 0.9, end_time=5.0) == Arrival(2.0, True, 5.0)
+  assert arrival(rows, 0.99, end_time=5.0) == Arrival(5.0, False, 5.0)
 
 
-def test_speedup_is_the_geometric_mean_over_all_seeds_censored_ones_included():
+def test_signed_rank_counts_sign_flips_by_hand():
+  """[1, 2, -3]: ranks 1, 2, 3, W+ = 3; over the 8 sign flips W+ is 0, 1, 2, 3, 3, 4, 5,
+  6, so P(W+ >= 3) = 5/8 and P(W+ <= 3) = 5/8 too (scipy's exact Wilcoxon agrees)."""
+  assert signed_rank([1.0, 2.0, -3.0]) == pytest.approx((5 / 8, 5 / 8))
+  assert signed_rank([1.0, 2.0, -3.0])[0] == pytest.approx(
+      stats.wilcoxon([1.0, 2.0, -3.0], alternative="greater", method="exact").pvalue)
+  assert signed_rank([math.inf, 1.0, 2.0]) == pytest.approx((1 / 8, 1.0))  # "never": a rank
+  assert signed_rank([0.0, 0.0, 1.0]) == pytest.approx((1 / 2, 1.0))  # ties left out
+  assert signed_rank([0.0]) == (1.0, 1.0)
+  assert signed_rank([0.01] * 12)[0] == pytest.approx(2 ** -12)
+
+
+def test_speedup_is_the_geometric_mean_with_censored_times_at_the_common_horizon():
+  """The baseline's fourth seed never reaches by its end, 80; the strategy's run lasts
+  longer (100) and reaches at 20: cut at 80, the ratio is 80 / 20 = 4, a lower bound."""
   baseline = _arrivals([10.0, 20.0, 40.0, 80.0], [True, True, True, False])
-  strategy = _arrivals([5.0, 10.0, 20.0, 20.0])
+  strategy = _arrivals([5.0, 10.0, 20.0, 20.0], end=100.0)
   test = speed_test(strategy, baseline)
   # log ratios log 2, log 2, log 2, log 4: geometric mean 2^(5/4)
   assert test.speedup == pytest.approx(2 ** 1.25)
@@ -112,49 +150,117 @@ def test_speedup_is_the_geometric_mean_over_all_seeds_censored_ones_included():
   half = 3.182446305284263 * logs.std(ddof=1) / 2  # t(3) 0.975 quantile x sem
   assert (test.low, test.high) == pytest.approx((math.exp(logs.mean() - half),
                                                  math.exp(logs.mean() + half)))
+  # all four seeds faster by more than 5%: W+ is every rank, p = 1/16 (n = 4)
+  assert test.p_faster == pytest.approx(1 / 16)
 
 
-def _speed_row(strategy_times, baseline_times, strategy_reached=None, baseline_reached=None):
-  return speed_test(_arrivals(strategy_times, strategy_reached),
-                    _arrivals(baseline_times, baseline_reached))
+def _speed_row(strategy_times, baseline_times, strategy_reached=None, baseline_reached=None,
+               strategy_end=None, baseline_end=None):
+  return speed_test(_arrivals(strategy_times, strategy_reached, strategy_end),
+                    _arrivals(baseline_times, baseline_reached, baseline_end))
 
 
-FAST = [5.0, 5.2, 4.9, 5.1, 5.0, 4.8, 5.3, 5.0, 5.1, 4.9]
-BASE = [10.0, 10.3, 9.8, 10.1, 10.0, 9.9, 10.2, 10.0, 9.7, 10.1]
+FAST = [5.0, 5.2, 4.9, 5.1, 5.0, 4.8, 5.3, 5.0, 5.1, 4.9, 5.0, 5.2]
+BASE = [10.0, 10.3, 9.8, 10.1, 10.0, 9.9, 10.2, 10.0, 9.7, 10.1, 10.0, 9.9]
 
 
 def test_clearly_faster_at_every_target_holds():
   row = {target: _speed_row(FAST, BASE) for target in ("90%", "95%", "99%")}
   [verdict] = speed_verdicts([row], primary="95%")
   assert verdict.outcome == HOLDS
+  assert row["95%"].p_faster == pytest.approx(2 ** -12)  # every seed faster: one flip of 4096
+  assert verdict.p_value == pytest.approx(2 ** -12)
 
 
 def test_faster_to_the_primary_target_but_slower_to_another_does_not_hold():
   row = {"95%": _speed_row(FAST, BASE), "99%": _speed_row(BASE, FAST)}
   [verdict] = speed_verdicts([row], primary="95%")
-  assert verdict.outcome == DOES_NOT_HOLD and "99%" in verdict.reason
+  assert verdict.outcome == DOES_NOT_HOLD and "slower to the 99%" in verdict.reason
+  # Holm over the row's two "against" tests: 2 x 2^-12
+  assert verdict.p_value == pytest.approx(2 * 2 ** -12)
 
 
-def test_a_strategy_whose_seeds_never_reach_cannot_be_called_faster():
-  """Two of its seeds are censored early (capped times that flatter it): even a
-  significant speedup is inconclusive."""
-  reached = [True] * 8 + [False, False]
-  row = {"95%": _speed_row(FAST, BASE, strategy_reached=reached)}
-  assert row["95%"].p_faster < 0.05 and row["95%"].strategy_censored == 2
+SAME = [10.0] * 7  # seven seeds reaching at the same time
+
+
+def test_a_double_miss_is_a_tie_not_a_ratio_of_run_ends():
+  """Seven equal seeds and five where neither arm reaches, the strategy's runs ending at
+  100 and the baseline's at 150 (the old rule: 1.5 on those five, "holds", 1.19x). Cut at
+  100, they are ties: the speedup is exactly 1, and with every seed below the minimum
+  relevant 5% the claim is refuted: P(W+ <= 0) = 2^-12."""
+  row = {"95%": _speed_row(SAME + [100.0] * 5, SAME + [150.0] * 5,
+                           [True] * 7 + [False] * 5, [True] * 7 + [False] * 5,
+                           strategy_end=100.0, baseline_end=150.0)}
+  assert row["95%"].speedup == pytest.approx(1.0) and row["95%"].both_censored == 5
+  assert row["95%"].p_faster == 1.0 and row["95%"].p_not_faster == pytest.approx(2 ** -12)
   [verdict] = speed_verdicts([row], primary="95%")
-  assert verdict.outcome == INCONCLUSIVE and "never reached" in verdict.reason
+  assert verdict.outcome == DOES_NOT_HOLD and "not faster by 5%" in verdict.reason
+
+
+def test_double_misses_with_the_run_ends_reversed_do_not_make_a_faster_row_fail():
+  """1.48x faster to the primary target on every seed; at 99% seven near-equal seeds and
+  five double misses whose strategy runs end later (150 against 100: the old rule read
+  them as 0.67x and found the row "does not hold")."""
+  near = [10.0, 10.2, 9.8, 10.1, 9.9, 10.0, 10.3]
+  row = {"95%": _speed_row([t / 1.48 for t in BASE], BASE),
+         "99%": _speed_row(near + [150.0] * 5, SAME + [100.0] * 5,
+                           [True] * 7 + [False] * 5, [True] * 7 + [False] * 5,
+                           strategy_end=150.0, baseline_end=100.0)}
+  ratios = np.log([10.0 / t for t in near])
+  assert row["99%"].speedup == pytest.approx(math.exp(ratios.sum() / 12))
+  assert row["95%"].speedup == pytest.approx(1.48)
+  [verdict] = speed_verdicts([row], primary="95%")
+  assert verdict.outcome == HOLDS
+
+
+def test_a_strategy_that_never_reaches_another_target_cannot_hold_or_look_faster():
+  """Twice as fast to 95%. At 99% it never arrives on 6 of 12 seeds, its runs ending at
+  60, where the baseline arrives at 80 (the old rule: capped times 60 against 80, 1.33x
+  "faster" on those seeds, and "holds"). Cut at 60 those seeds are ties (the speedup is
+  2^(6/12) = 1.41x), and never arriving where the baseline did blocks "holds"."""
+  row = {"95%": _speed_row(FAST, BASE),
+         "99%": _speed_row([20.0] * 6 + [60.0] * 6, [40.0] * 6 + [80.0] * 6,
+                           [True] * 6 + [False] * 6, strategy_end=60.0, baseline_end=100.0)}
+  assert row["99%"].speedup == pytest.approx(math.sqrt(2.0))
+  assert row["99%"].strategy_censored == 6
+  [verdict] = speed_verdicts([row], primary="95%")
+  assert verdict.outcome == INCONCLUSIVE and "6 at 99%" in verdict.reason
+
+
+def test_a_tiny_constant_gain_is_not_faster():
+  """0.1% faster on every seed, deterministically (the old rule: "holds", p < 0.001):
+  below the minimum relevant speedup on every seed, so the claim is refuted."""
+  assert verdicts.MIN_SPEEDUP == 1.05
+  row = {"95%": _speed_row([t / 1.001 for t in BASE], BASE)}
+  assert row["95%"].format() == "1.00x" and row["95%"].p_faster == 1.0
+  [verdict] = speed_verdicts([row], primary="95%")
+  assert verdict.outcome == DOES_NOT_HOLD
+  assert verdict.p_value == pytest.approx(2 ** -12)
+
+
+def test_slower_at_another_target_needs_holm_to_refute_and_blocks_holding_alone():
+  """At 99% the log ratios are 0.02 x rank, positive only at ranks 2 and 12: W+ = 14,
+  P(W+ <= 14) = 107 / 4096 = 0.026 unadjusted. Holm over the row's two "against" tests
+  doubles it to 0.052: not "does not hold" (the old rule said it was); unadjusted it still
+  keeps the row from holding."""
+  logs = [0.02 * rank * (1 if rank in (2, 12) else -1) for rank in range(1, 13)]
+  row = {"95%": _speed_row(FAST, BASE),
+         "99%": _speed_row([10.0 * math.exp(-v) for v in logs], [10.0] * 12)}
+  assert row["99%"].p_slower == pytest.approx(107 / 4096)
+  [verdict] = speed_verdicts([row], primary="95%")
+  assert verdict.outcome == INCONCLUSIVE and "before adjustment" in verdict.reason
 
 
 def test_when_neither_reaches_the_speed_claim_is_inconclusive():
-  never = [False] * 10
+  never = [False] * 12
   row = {"95%": _speed_row(BASE, BASE, never, never)}
   [verdict] = speed_verdicts([row], primary="95%")
   assert verdict.outcome == INCONCLUSIVE and "neither" in verdict.reason
 
 
-def test_no_difference_in_time_is_inconclusive_not_does_not_hold():
+def test_no_difference_in_time_with_noise_is_inconclusive():
   rng = np.random.default_rng(0)
-  noisy = list(np.asarray(BASE) * np.exp(rng.normal(0, 0.2, 10)))
+  noisy = list(np.asarray(BASE) * np.exp(rng.normal(0, 0.2, 12)))
   [verdict] = speed_verdicts([{"95%": _speed_row(noisy, BASE)}], primary="95%")
   assert verdict.outcome == INCONCLUSIVE
 

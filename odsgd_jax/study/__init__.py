@@ -60,6 +60,7 @@ from odsgd_jax.study._stats import Interval as Interval
 from odsgd_jax.study._stats import Paired as Paired
 from odsgd_jax.study._stats import mean_ci as mean_ci
 from odsgd_jax.study._stats import paired as paired
+from odsgd_jax.study._targets import PilotsDivergedError as PilotsDivergedError
 from odsgd_jax.study._targets import PILOT_SEEDS as PILOT_SEEDS
 from odsgd_jax.study._targets import PRIMARY as PRIMARY
 from odsgd_jax.study._targets import TARGET_LEVELS as TARGET_LEVELS

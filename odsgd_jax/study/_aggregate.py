@@ -5,6 +5,7 @@ from typing import Sequence
 
 import numpy as np
 
+from odsgd_jax.data import DATASETS
 from odsgd_jax.study._runner import RunResult
 from odsgd_jax.study._stats import Interval, Paired, mean_ci, paired
 
@@ -39,6 +40,11 @@ class Group:
   @property
   def diverged(self) -> int:
     return sum(value is None for value in self.per_seed.values())
+
+  @property
+  def chance(self) -> float:
+    """A guess's accuracy on the group's data set: what a diverged seed counts as."""
+    return 1 / DATASETS[self.runs[0].spec.build().data.name].num_classes
 
 
 def _fraction(results: Sequence[RunResult], name: str) -> Interval:

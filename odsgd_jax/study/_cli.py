@@ -9,6 +9,7 @@ from odsgd_jax.data import DataError
 from odsgd_jax.strategies import STRATEGIES
 from odsgd_jax.study._grid import StudyInputError, parse_seeds, parse_value
 from odsgd_jax.study._readme import SectionError, section_page
+from odsgd_jax.study._targets import PilotsDivergedError
 from odsgd_jax.study._runner import RunResult, check_output, default_processes
 from odsgd_jax.train import ConfigError, WorkdirError, hide_abandoned_save_noise
 
@@ -115,12 +116,12 @@ def print_result(result: RunResult) -> None:
 def run_main(main: Callable[[], None]) -> None:
   """Runs a script's `main`; a bad flag, config, data set, config file or section ends it
   with one line (exit status 1) instead of a traceback, before any run starts; so does a
-  folder that cannot be written."""
+  folder that cannot be written, and pilots that all diverged (no target to time)."""
   hide_abandoned_save_noise()
   try:
     main()
-  except (ConfigError, DataError, FileNotFoundError, SectionError, StudyInputError,
-          WorkdirError) as error:
+  except (ConfigError, DataError, FileNotFoundError, PilotsDivergedError, SectionError,
+          StudyInputError, WorkdirError) as error:
     sys.exit(f"error: {error}")
   except OSError as error:  # e.g. a read-only --output or a full disk
     where = f" {error.filename}" if error.filename else ""

@@ -81,13 +81,8 @@ def strategy_report(results: Sequence[RunResult], config: ml_collections.ConfigD
              f"{', '.join(str(r.spec.seed) for r in pilots.runs)}, not among the compared ones"
              if pilots is not None else "")
     text += (f"\n\nSimulated time to {metric} targets ({values}{fixed}), {primary} primary. "
-             f"Speedup: geometric mean over all seeds of {baseline}'s time over the "
-             f"strategy's, with its 95% interval; a seed that never reaches a target counts "
-             f"with the end of its run (censored, its count given). \"Faster\" holds when the "
-             f"one-sided p at the primary target, Holm-adjusted across the rows, is below "
-             f"{verdicts.ALPHA:g}, no seed of the strategy is censored where {baseline}'s "
-             f"reached, and it is not significantly slower at another target; a run's "
-             f"simulated time and shares are deterministic where no interval is shown. "
+             f"{verdicts.speed_rule(baseline)} A run's simulated time and shares are "
+             f"deterministic where no interval is shown. "
              f"{ROBUSTNESS}\n\n"
              f"{time_table(groups, baseline, goals, primary, robust)}")
   return groups, text

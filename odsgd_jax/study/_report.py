@@ -85,7 +85,7 @@ def noninferiority(groups: Sequence[Group], baseline: str
   by seed, and the non-inferiority verdict, Holm-adjusted across the groups."""
   base = next(g for g in groups if g.label == baseline)
   compared = [g for g in groups if g.label != baseline]
-  tests = [verdicts.accuracy_test(g.per_seed, base.per_seed) for g in compared]
+  tests = [verdicts.accuracy_test(g.per_seed, base.per_seed, g.chance) for g in compared]
   return {g.label: pair for g, pair in
           zip(compared, zip(tests, verdicts.accuracy_verdicts(tests), strict=True), strict=True)}
 

@@ -1,7 +1,8 @@
 """Target accuracies fixed on pilot seeds, and the censored times at which runs reach them.
 
 "Faster" is judged by the rules of `verdicts`: time to several targets, a primary one
-among them, every seed counted (one that never reaches is censored at the end of its run).
+among them, every seed counted (one that never reaches is censored at the end of its run,
+and each pair of runs compared up to the shorter one's end).
 The targets are fractions of the baseline's final accuracy on pilot seeds, which are not
 among the compared seeds, so the level a strategy is timed against is not read off the
 runs it is judged on.
@@ -43,11 +44,23 @@ def needs_pilots(names: Sequence[str]) -> bool:
   return any(name.endswith("%") for name in names)
 
 
+class PilotsDivergedError(ValueError):
+  """Every pilot run diverged: no target can be fixed, so no time can be compared."""
+
+
 def final_accuracy(pilots: Group) -> float:
-  """The pilot runs' mean final accuracy on the split targets are timed on."""
+  """The pilot runs' mean final accuracy on the split targets are timed on.
+
+  Raises:
+    PilotsDivergedError: every pilot diverged.
+  """
   values = [r.summary[timed_accuracy(r.evaluations)] for r in pilots.runs if r.summary]
   if not values:
-    raise ValueError(f"every pilot run of {pilots.label} diverged: no target can be fixed")
+    seeds = ", ".join(str(r.spec.seed) for r in pilots.runs)
+    raise PilotsDivergedError(
+        f"every pilot run of {pilots.label} diverged (seeds {seeds}): no target accuracy can "
+        f"be fixed; lower its learning rate (--set optimizer.learning_rate=...) or see "
+        f"{pilots.runs[0].workdir if pilots.runs else 'the pilots workdirs'}")
   return float(np.mean(values))
 
 
@@ -72,7 +85,7 @@ def arrivals(group: Group, target: float) -> dict[int, verdicts.Arrival]:
   end = max(ends) if ends else float("nan")
   return {run.spec.seed: (verdicts.arrival(run.evaluations, target, run.summary["sim_time_s"],
                                            timed_accuracy(run.evaluations))
-                          if run.summary is not None else verdicts.Arrival(end, False))
+                          if run.summary is not None else verdicts.Arrival(end, False, end))
           for run in group.runs}
 
 

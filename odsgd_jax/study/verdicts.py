@@ -7,18 +7,24 @@ The rules (docs/results.md, "How a claim is decided", says them in words):
   at ALPHA (Student t). Across the rows of a table the p-values are Holm-adjusted. A row
   holds when its adjusted non-inferiority p is below ALPHA; it does not hold when the
   opposite test (the difference is below -MARGIN), adjusted the same way, is; otherwise it
-  is inconclusive: the seeds cannot tell. A strategy that diverged on a seed cannot hold.
+  is inconclusive: the seeds cannot tell. A seed that diverged failed: it counts at chance
+  accuracy in both tests, and a strategy that diverged on any seed cannot hold.
 - "Faster" is time to a target accuracy on the validation split, at several targets (a
-  primary one and others). Every seed counts: a seed that never reaches a target is
-  censored at the end of its run, whose simulated time stands in for its time to the
-  target (a lower bound of the true one). The speedup is the geometric mean over all seeds
-  of the baseline's time over the strategy's, with the 95% interval of a paired t on the
-  log ratios. A row holds when, at the primary target, the one-sided p of "faster"
-  (Holm-adjusted across the rows) is below ALPHA and no seed of the strategy is censored
-  where the baseline's reached (its capped time would flatter it), and it is not
-  significantly slower at any other target. It does not hold when it is significantly
-  slower at some target (the baseline then not censored where the strategy reached);
-  otherwise it is inconclusive.
+  primary one and others), every seed counted. Each pair of runs (strategy and baseline,
+  one seed) is cut at the common horizon, the shorter run's end: a seed where neither
+  reached by then is a tie; one where only one arm reached is known on one side only, and
+  each test takes the side least favourable to the conclusion it can draw (a strategy that
+  never arrived counts as never arriving in the tests that can make it hold; a baseline
+  that never arrived, likewise, in those that can make it not hold). The tests are exact
+  one-sided Wilcoxon signed-rank tests on the log ratios (baseline / strategy), which take
+  "never" as a rank. A row holds when it is faster by more than MIN_SPEEDUP at the primary
+  target (Holm across the rows), no seed of the strategy never reached a target the
+  baseline reached (at any target: its expected time is then unbounded, whatever the
+  other seeds do), and no target shows it slower before adjustment. It does not hold when
+  it is not faster by MIN_SPEEDUP at the primary target or slower at another one, Holm
+  across all those tests of the table; otherwise it is inconclusive. The speedup printed
+  is the geometric mean of the ratios with censored times at the horizon and its paired-t
+  interval: a description, not the test.
 - A paper's numeric figure is reproduced when every measured value is within TOLERANCE
   of the paper's; otherwise the verdict states the gaps, and says so when the measurement
   is only an upper bound of what the paper measured.
@@ -36,9 +42,25 @@ from odsgd_jax.study._stats import Interval, mean_ci
 MARGIN = 0.01  # accuracy, as a fraction: 1 point
 ALPHA = 0.05  # one-sided, family-wise across a table's rows (Holm)
 TOLERANCE = 0.02  # a paper's figure, as a fraction: 2 points
+MIN_SPEEDUP = 1.05  # the smallest speedup that counts as "faster"
 POWER = 0.8
 
 HOLDS, DOES_NOT_HOLD, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
+
+
+def speed_rule(baseline: str) -> str:
+  """The "faster" rule in a sentence, for a table's caption."""
+  return (f"Speedup: geometric mean over all seeds of {baseline}'s time over the strategy's "
+          f"with its 95% interval, each pair of runs cut at the shorter one's end (a seed "
+          f"that neither reaches by then is a tie; a censored time stands at that end; the "
+          f"count of seeds that never reach is given). \"Faster\" holds when an exact "
+          f"one-sided signed-rank test finds it faster by more than "
+          f"{100 * (MIN_SPEEDUP - 1):g}% at the primary target (Holm across the rows, a "
+          f"seed that never reaches counting as never arriving), no seed of the strategy "
+          f"never reaches a target {baseline} reached, and no target shows it slower before "
+          f"adjustment; it does not hold when it is not faster by {100 * (MIN_SPEEDUP - 1):g}% "
+          f"at the primary target or slower at another (Holm across all those tests of the "
+          f"table).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +116,7 @@ class AccuracyTest:
     p_noninferior: one-sided p of "mean difference > -margin".
     p_inferior: one-sided p of "mean difference < -margin".
     margin: the margin, as a fraction.
-    diverged: seeds on which the strategy diverged (left out of the difference).
+    diverged: seeds on which the strategy diverged (counted at chance accuracy).
   """
 
   difference: Interval
@@ -106,13 +128,15 @@ class AccuracyTest:
 
 
 def accuracy_test(strategy: Mapping[int, float | None], baseline: Mapping[int, float | None],
-                  margin: float = MARGIN) -> AccuracyTest:
+                  chance: float, margin: float = MARGIN) -> AccuracyTest:
   """Non-inferiority of `strategy` to `baseline` ({seed: accuracy, None if it diverged})
-  on the seeds where both finished."""
-  diverged = sum(strategy[s] is None for s in set(strategy) & set(baseline))
-  seeds = sorted(s for s in set(strategy) & set(baseline)
-                 if strategy[s] is not None and baseline[s] is not None)
-  differences = np.asarray([strategy[s] - baseline[s] for s in seeds], np.float64)
+  on their common seeds. A diverged seed failed: it counts at `chance` accuracy (one over
+  the number of classes), on either side."""
+  seeds = sorted(set(strategy) & set(baseline))
+  diverged = sum(strategy[s] is None for s in seeds)
+  failed = lambda value: chance if value is None else value
+  differences = np.asarray([failed(strategy[s]) - failed(baseline[s]) for s in seeds],
+                           np.float64)
   interval = mean_ci(differences)
   if len(differences) >= 2:
     sem = differences.std(ddof=1) / math.sqrt(len(differences))
@@ -148,11 +172,12 @@ def accuracy_verdicts(tests: Sequence[AccuracyTest], alpha: float = ALPHA) -> li
 
 @dataclasses.dataclass(frozen=True)
 class Arrival:
-  """When one seed first reached a target: its simulated time, or (never reached) the
-  end of its run, censored."""
+  """When one seed first reached a target (`time`, `reached`), and when its run ended
+  (`end`, simulated seconds). A seed that never reached has `time` == `end`: censored."""
 
   time: float
   reached: bool
+  end: float
 
 
 def arrival(evaluations: Sequence[Mapping[str, float]], target: float, end_time: float,
@@ -160,21 +185,84 @@ def arrival(evaluations: Sequence[Mapping[str, float]], target: float, end_time:
   """The first evaluation of `metric` at or above `target`, else censored at `end_time`."""
   for row in evaluations:
     if row[metric] >= target:
-      return Arrival(float(row["sim_time"]), True)
-  return Arrival(float(end_time), False)
+      return Arrival(float(row["sim_time"]), True, float(end_time))
+  return Arrival(float(end_time), False, float(end_time))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cut:
+  """One seed's log ratio (baseline time / strategy time) with both runs cut at the common
+  horizon, the shorter run's end. Where both arrived by then it is known; where neither
+  did it is a tie (0), unless one arm never arrives in its whole run while the other does;
+  where one arm is censored, only one side is known. `worst` and `best` are the ends of
+  what it can be for the strategy ("never arriving" is -inf or +inf); `capped` puts a
+  censored time at the horizon (what the printed speedup averages)."""
+
+  worst: float
+  best: float
+  capped: float
+
+
+def _cut(strategy: Arrival, baseline: Arrival) -> _Cut:
+  horizon = min(strategy.end, baseline.end)
+  strategy_in = strategy.reached and strategy.time <= horizon
+  baseline_in = baseline.reached and baseline.time <= horizon
+  if strategy_in and baseline_in:
+    ratio = math.log(baseline.time / strategy.time)
+    return _Cut(ratio, ratio, ratio)
+  if strategy_in:  # the baseline needs more than the horizon
+    bound = math.log(horizon / strategy.time)
+    return _Cut(bound, math.inf, bound)
+  if baseline_in:  # the strategy needs more than the horizon, perhaps forever
+    bound = math.log(baseline.time / horizon)
+    return _Cut(-math.inf, bound, bound)
+  worst = -math.inf if baseline.reached and not strategy.reached else 0.0
+  best = math.inf if strategy.reached and not baseline.reached else 0.0
+  return _Cut(worst, best, 0.0)
+
+
+def signed_rank(values: Sequence[float]) -> tuple[float, float]:
+  """Exact one-sided p-values (greater than 0, less than 0) of Wilcoxon's signed-rank
+  test, over all 2^n sign flips. Zeros (ties) carry no sign and are left out (Wilcoxon's
+  own rule); tied magnitudes get their mean rank; an infinite value ranks above every
+  finite one, so only its sign and that rank count."""
+  values = np.asarray(values, np.float64)
+  values = values[np.abs(values) > 1e-12]
+  if len(values) == 0:
+    return 1.0, 1.0
+  doubled = np.rint(2 * stats.rankdata(np.abs(values))).astype(np.int64)  # mean ranks: halves
+  counts = np.zeros(int(doubled.sum()) + 1)
+  counts[0] = 1.0
+  for rank in doubled:  # the null distribution of the sum of positive (doubled) ranks
+    shifted = np.zeros_like(counts)
+    shifted[rank:] = counts[:-rank]
+    counts = counts + shifted
+  counts /= counts.sum()
+  observed = int(doubled[values > 0].sum())
+  return float(counts[observed:].sum()), float(counts[:observed + 1].sum())
 
 
 @dataclasses.dataclass(frozen=True)
 class SpeedTest:
-  """A strategy's time to a target against the baseline's, over all their common seeds.
+  """A strategy's time to a target against the baseline's, paired by seed, each pair cut
+  at the common horizon (the shorter of the two runs).
 
   Attributes:
-    speedup: geometric mean of baseline time / strategy time (censored times at the end
-      of the run), nan without seeds.
-    low, high: its two-sided 95% interval (paired t on the log ratios).
-    p_faster, p_slower: one-sided p-values of "the strategy is faster" / "slower".
+    speedup: geometric mean of baseline time / strategy time, a censored time standing at
+      the horizon (an upper bound of the speedup where the strategy never arrived, a lower
+      one where the baseline never did); nan without seeds.
+    low, high: its two-sided 95% interval (paired t on the log ratios), describing only.
+    p_faster: one-sided p of "faster by more than `min_speedup`" (signed rank; a strategy
+      that never arrived counts as never arriving, the worst case).
+    p_not_faster: one-sided p of "faster by less than `min_speedup`" (a baseline that never
+      arrived counts as never arriving, the strategy's best case).
+    p_slower: one-sided p of "slower" (the strategy's best case, as `p_not_faster`).
+    p_slower_worst: the same with the worst case (a strategy that never arrived never
+      does): the veto that keeps a row from holding.
+    min_speedup: the smallest speedup that counts as faster.
     seeds: number of seeds compared.
-    strategy_censored: seeds where the strategy never reached but the baseline did.
+    strategy_censored: seeds where the strategy never reached (in its whole run) but the
+      baseline did.
     baseline_censored: seeds where the baseline never reached but the strategy did.
     both_censored: seeds where neither reached.
   """
@@ -183,7 +271,10 @@ class SpeedTest:
   low: float
   high: float
   p_faster: float
+  p_not_faster: float
   p_slower: float
+  p_slower_worst: float
+  min_speedup: float
   seeds: int
   strategy_censored: int
   baseline_censored: int
@@ -205,46 +296,79 @@ class SpeedTest:
     return text + (f" ({'; '.join(censored)} of {self.seeds})" if censored else "")
 
 
-def speed_test(strategy: Mapping[int, Arrival], baseline: Mapping[int, Arrival]) -> SpeedTest:
-  """Paired comparison of the times to one target ({seed: Arrival}) on the common seeds."""
+def speed_test(strategy: Mapping[int, Arrival], baseline: Mapping[int, Arrival],
+               min_speedup: float = MIN_SPEEDUP) -> SpeedTest:
+  """Paired comparison of the times to one target ({seed: Arrival}) on the common seeds,
+  each pair cut at the shorter run's end."""
   seeds = sorted(set(strategy) & set(baseline))
-  logs = np.asarray([math.log(baseline[s].time / strategy[s].time) for s in seeds], np.float64)
-  if len(logs) == 0:
-    return SpeedTest(math.nan, math.nan, math.nan, math.nan, math.nan, 0, 0, 0, 0)
-  interval = mean_ci(logs)
-  p_faster, p_slower = _one_sided_t(logs, 0.0)
+  if not seeds:
+    return SpeedTest(*[math.nan] * 6, min_speedup, 0, 0, 0, 0)
+  cut = [_cut(strategy[s], baseline[s]) for s in seeds]
+  worst = np.asarray([c.worst for c in cut])
+  best = np.asarray([c.best for c in cut])
+  capped = np.asarray([c.capped for c in cut])
+  reached = [(strategy[s].reached, baseline[s].reached) for s in seeds]
+  interval = mean_ci(capped)
+  relevant = math.log(min_speedup)
+  p_faster, _ = signed_rank(worst - relevant)
+  _, p_not_faster = signed_rank(best - relevant)
+  _, p_slower = signed_rank(best)
+  _, p_slower_worst = signed_rank(worst)
   return SpeedTest(
       speedup=math.exp(interval.mean),
-      low=math.exp(interval.mean - interval.half_width) if len(logs) >= 2 else math.nan,
-      high=math.exp(interval.mean + interval.half_width) if len(logs) >= 2 else math.nan,
-      p_faster=p_faster, p_slower=p_slower, seeds=len(seeds),
-      strategy_censored=sum(baseline[s].reached and not strategy[s].reached for s in seeds),
-      baseline_censored=sum(strategy[s].reached and not baseline[s].reached for s in seeds),
-      both_censored=sum(not strategy[s].reached and not baseline[s].reached for s in seeds))
+      low=math.exp(interval.mean - interval.half_width) if len(seeds) >= 2 else math.nan,
+      high=math.exp(interval.mean + interval.half_width) if len(seeds) >= 2 else math.nan,
+      p_faster=p_faster, p_not_faster=p_not_faster, p_slower=p_slower,
+      p_slower_worst=p_slower_worst, min_speedup=min_speedup, seeds=len(seeds),
+      strategy_censored=reached.count((False, True)),
+      baseline_censored=reached.count((True, False)), both_censored=reached.count((False, False)))
+
+
+def _listed(names: Sequence[str]) -> str:
+  return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
 def speed_verdicts(rows: Sequence[Mapping[str, SpeedTest]], primary: str,
                    alpha: float = ALPHA) -> list[Verdict]:
   """The verdicts of a table's speed rows ({target name: SpeedTest}, `primary` among
-  them), the primary target's p-values Holm-adjusted across the rows."""
+  them). "Holds": faster by more than the minimum relevant speedup at `primary`, Holm
+  across the rows, with no seed of the strategy that never reached a target the baseline
+  reached and no unadjusted sign of "slower" at any target. "Does not hold": not faster by
+  the minimum at `primary`, or slower at another target, Holm across every such test of
+  the table. Otherwise inconclusive; always so where neither ever reaches `primary`."""
   faster = holm([row[primary].p_faster for row in rows])
+  against = [(i, name, test.p_not_faster if name == primary else test.p_slower)
+             for i, row in enumerate(rows) for name, test in row.items()]
+  adjusted_against = holm([p for _, _, p in against])
   verdicts = []
-  for row, p_faster in zip(rows, faster, strict=True):
+  for i, (row, p_faster) in enumerate(zip(rows, faster, strict=True)):
     main = row[primary]
-    slower = [name for name, test in row.items()
-              if test.p_slower < alpha and not test.baseline_censored]
-    detail = f"{main.format()} to the {primary} target, Holm {_p(p_faster)} for faster"
-    if slower:
-      targets = " and ".join([", ".join(slower[:-1]), slower[-1]] if len(slower) > 1 else slower)
-      verdicts.append(Verdict(DOES_NOT_HOLD, f"{detail}; significantly slower to the {targets} "
-                                             f"target{'s' if len(slower) > 1 else ''}"))
-    elif main.seeds == main.both_censored:
+    mine = [(name, p) for (j, name, _), p in zip(against, adjusted_against, strict=True)
+            if j == i and p < alpha]
+    relevant = f"{100 * (main.min_speedup - 1):g}%"
+    detail = f"{main.format()} to the {primary} target, Holm {_p(p_faster)} for faster by > {relevant}"
+    if main.seeds == main.both_censored:  # no arrival to compare: no verdict either way
       verdicts.append(Verdict(INCONCLUSIVE, f"neither reaches the {primary} target"))
-    elif p_faster < alpha and not main.strategy_censored:
+      continue
+    if mine:
+      name, p = min(mine, key=lambda pair: pair[1])
+      reasons = [f"not faster by {relevant} to the {n} target" if n == primary
+                 else f"slower to the {n} target" for n, _ in mine]
+      verdicts.append(Verdict(DOES_NOT_HOLD, f"{detail}; {_listed(reasons)} (Holm "
+                                             f"{_p(p)})", p))
+      continue
+    never = [name for name, test in row.items() if test.strategy_censored]
+    hinted = [name for name, test in row.items() if test.p_slower_worst < alpha]
+    if p_faster < alpha and not never and not hinted:
       verdicts.append(Verdict(HOLDS, detail, p_faster))
+    elif p_faster < alpha and never:
+      counts = ", ".join(f"{row[n].strategy_censored} at {n}" for n in never)
+      verdicts.append(Verdict(INCONCLUSIVE, f"{detail}, but seeds never reached a target "
+                                            f"the baseline reached ({counts})", p_faster))
     elif p_faster < alpha:
-      verdicts.append(Verdict(INCONCLUSIVE, f"{detail}, but {main.strategy_censored} seed(s) "
-                                            f"never reached it (their times are capped)", p_faster))
+      verdicts.append(Verdict(INCONCLUSIVE, f"{detail}, but slower to the {_listed(hinted)} "
+                                            f"target{'s' if len(hinted) > 1 else ''} before "
+                                            f"adjustment", p_faster))
     else:
       verdicts.append(Verdict(INCONCLUSIVE, detail, p_faster))
   return verdicts
