@@ -1,7 +1,7 @@
 """Data sets by name: where their prepared array_record files are, and how to read them.
 
-Offline data sets (`mnist1d`, `digits`) are TFDS builders in this package and are
-prepared on first use. Catalog data sets (`mnist`, `cifar10`, `imagenet2012`) must
+Offline data sets (`mnist1d`, `digits`, and `fashion_mnist` from its original files) are
+TFDS builders in this package and are prepared on first use. Catalog data sets (`mnist`, `cifar10`, `imagenet2012`) must
 be prepared by the user in array_record format; this module never downloads at
 training time, and says how to prepare a data set that is missing.
 """
@@ -15,6 +15,7 @@ import filelock
 import tensorflow_datasets as tfds
 
 from odsgd_jax.data._builders import Digits, Mnist1d, Mnist1dHeldout
+from odsgd_jax.data._fashion_mnist import FashionMnist, SourceFilesError
 from odsgd_jax.data._splits import InMemorySplit, RecordSplit
 
 
@@ -62,6 +63,12 @@ DATASETS: dict[str, DatasetSpec] = {
     "digits": DatasetSpec(
         num_classes=10, input_shape=(8, 8, 1), scale=1 / 16, mean=(0.3053,), std=(0.3760,),
         builder=Digits,
+    ),
+    # the authors' files (Debian's dataset-fashion-mnist); 6,000 training images held out
+    # for validation (FashionMnist); mean and std of the 60,000 training images
+    "fashion_mnist": DatasetSpec(
+        num_classes=10, input_shape=(28, 28, 1), scale=1 / 255, mean=(0.2860,), std=(0.3530,),
+        builder=FashionMnist, validation_split="validation",
     ),
     "mnist": DatasetSpec(
         num_classes=10, input_shape=(28, 28, 1), scale=1 / 255, mean=(0.1307,), std=(0.3081,)
@@ -149,6 +156,11 @@ def _prepare(spec: DatasetSpec, name: str, data_dir: str):
   builder = spec.builder(data_dir=data_dir, file_format="array_record")
   if builder.is_prepared():  # read-only folders with the data set in them work too
     return builder
+  if hasattr(builder, "source_files"):  # original files: there, and the authors'?
+    try:
+      builder.source_files()
+    except SourceFilesError as error:
+      raise DataError(f"data set {name!r}: {error}") from error
   try:
     os.makedirs(data_dir, exist_ok=True)
     # The processes of a study (or of a test session) may open a data set in a fresh
