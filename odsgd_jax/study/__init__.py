@@ -17,6 +17,7 @@ from odsgd_jax.study._drivers import strategy_report as strategy_report
 from odsgd_jax.study._drivers import strategy_specs as strategy_specs
 from odsgd_jax.study._drivers import sweep_report as sweep_report
 from odsgd_jax.study._drivers import sweep_specs as sweep_specs
+from odsgd_jax.study._drivers import with_strategy as with_strategy
 from odsgd_jax.study._grid import RunSpec as RunSpec
 from odsgd_jax.study._grid import StudyInputError as StudyInputError
 from odsgd_jax.study._grid import grid as grid
