@@ -74,22 +74,38 @@ def test_scaling_from_timelines(tmp_path):
   assert len(cells) == 2 and all(line.count(band) == 3 * len(PRESETS) for line in cells)
 
 
-def test_claims_report_has_a_verdict_for_every_claim(data_dir, tmp_path):
-  result = _script("scripts/claims.py", "--variant", "steps=6", "--eval_every", "3", "--seeds",
-                   "0,1", "--pilot_seeds", "100", "--processes", "1",
-                   "--set", f"data.data_dir={data_dir}",
-                   # the standard split: 1,000 test signals evaluate faster than 12,000
-                   "--set", "data.name=mnist1d", "--output", str(tmp_path))
-  rows = [line for line in result.stdout.splitlines() if line.startswith("| ") and
+def test_claims_report_has_a_verdict_for_every_claim_defaults_and_tuned(data_dir, tmp_path):
+  claims = ("scripts/claims.py", "--data", "mnist1d", "--variant", "steps=6", "--eval_every",
+            "3", "--seeds", "0,1", "--pilot_seeds", "100", "--processes", "1",
+            "--set", f"data.data_dir={data_dir}",
+            # the standard split: 1,000 test signals evaluate faster than 12,000
+            "--set", "data.name=mnist1d", "--output", str(tmp_path))
+  result = _script(*claims)
+  table, _, detail = result.stdout.partition("**MNIST-1D, CNN1D: defaults** (")
+  rows = [line for line in table.splitlines() if line.startswith("| ") and
           line.split(" | ")[0] in ("| OD-SGD", "| Pseudo-sync", "| Oscars")]
   assert len(rows) == 9
+  assert "| paper | claim | MNIST-1D, CNN1D: defaults | MNIST-1D, CNN1D: tuned |" in table
   assert all(any(v in row for v in ("**holds", "**does not hold", "**inconclusive"))
              for row in rows)
-  assert "near-linear (strong) scalability using 128 nodes" in result.stdout
-  speed = [row for row in rows if "speedup over" in row]
+  assert sum("not tuned yet: `python scripts/tune.py --data mnist1d`" in row
+             for row in rows) == 6
+  assert "near-linear (strong) scalability using 128 nodes" in table
+  speed = [row for row in detail.splitlines() if "speedup over" in row]
   assert len(speed) == 4 and all("robust to the clock: " in row for row in speed)
-  assert "pilot seeds 100 (homogeneous" in result.stdout and "Holm" in result.stdout
+  assert "targets (homogeneous: " in detail and "Holm" in table
   assert " ± 0.0 " not in result.stdout and "±0.0" not in result.stdout
+  # tuned settings (as scripts/tune.py writes them): the tuned column is decided too
+  tuned = {"homogeneous": {"ssgd": {"optimizer.learning_rate": 0.05},
+                           "odsgd": {"strategy.correction": "spike"},
+                           "asgd": {}, "pseudo_sync": {}},
+           "heterogeneous": {"ssgd": {}, "local_sgd": {"strategy.period": 2}, "oscars": {}}}
+  (tmp_path / "tuned.json").write_text(json.dumps(tuned))
+  result = _script(*claims, "--resume")
+  table = result.stdout.partition("**MNIST-1D, CNN1D: defaults** (")[0]
+  assert "not tuned yet" not in table
+  assert "odsgd correction=spike" in table and "local_sgd period=2" in table
+  assert (tmp_path / "homogeneous_tuned" / "runs" / "odsgd_seed1" / "summary.json").exists()
 
 
 def test_measured_step_time_drives_the_clock(small_config, tmp_path):

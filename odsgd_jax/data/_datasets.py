@@ -1,9 +1,10 @@
 """Data sets by name: where their prepared array_record files are, and how to read them.
 
 Offline data sets (`mnist1d`, `digits`, and `fashion_mnist` from its original files) are
-TFDS builders in this package and are prepared on first use. Catalog data sets (`mnist`, `cifar10`, `imagenet2012`) must
-be prepared by the user in array_record format; this module never downloads at
-training time, and says how to prepare a data set that is missing.
+TFDS builders in this package and are prepared on first use. Catalog data sets (`mnist`,
+`cifar10`, `imagenet2012`) must be prepared by the user in array_record format; this
+module never downloads at training time, and says how to prepare a data set that is
+missing.
 """
 
 import dataclasses

@@ -346,7 +346,8 @@ def speed_verdicts(rows: Sequence[Mapping[str, SpeedTest]], primary: str,
     mine = [(name, p) for (j, name, _), p in zip(against, adjusted_against, strict=True)
             if j == i and p < alpha]
     relevant = f"{100 * (main.min_speedup - 1):g}%"
-    detail = f"{main.format()} to the {primary} target, Holm {_p(p_faster)} for faster by > {relevant}"
+    detail = (f"{main.format()} to the {primary} target, Holm {_p(p_faster)} for faster by > "
+              f"{relevant}")
     if main.seeds == main.both_censored:  # no arrival to compare: no verdict either way
       verdicts.append(Verdict(INCONCLUSIVE, f"neither reaches the {primary} target"))
       continue
