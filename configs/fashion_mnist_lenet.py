@@ -19,7 +19,9 @@ def get_config(arg: str = "ssgd"):
   config.data.name = "fashion_mnist"
   config.model.name = "lenet5"
   config.data.batch_size = 128  # 16 per worker
+  # chosen for ssgd on validation (tuning seeds 200, 201) within a stated grid:
+  # docs/results.md, "The Fashion-MNIST recipe"
   config.optimizer.learning_rate = 0.05
-  config.train.num_steps = 3000
-  config.train.eval_every = 500
+  config.train.num_steps = 1500  # 3.6 epochs of the 54,000 training images
+  config.train.eval_every = 50
   return _strategies.with_arg(config, arg)
