@@ -82,6 +82,8 @@ def main() -> None:
     f.write(text + "\n")
   with open(os.path.join(args.output, "tuned.json"), "w", encoding="utf-8") as f:
     json.dump(tuned, f, indent=1)
+  if args.readme:
+    study.replace_section(args.readme, text)
 
 
 if __name__ == "__main__":
