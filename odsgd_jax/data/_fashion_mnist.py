@@ -58,25 +58,35 @@ def find_files(folders: Sequence[str], digests: Mapping[str, str] | None = None
     SourceFilesError: no folder holds all four (the message says how to get them), or a
       file's digest differs (it names the file and both digests).
   """
-  digests = digests or {role: digest for role, (_, digest) in FILES.items()}
   for folder in folders:
     paths = {role: os.path.join(folder, name) for role, (name, _) in FILES.items()}
-    if not all(os.path.isfile(path) for path in paths.values()):
-      continue
-    for role, path in paths.items():
-      found = sha256(path)
-      if found != digests[role]:
-        raise SourceFilesError(
-            f"{path} is not Fashion-MNIST's original file: its sha256 is {found}, expected "
-            f"{digests[role]}; replace it (apt-get install --reinstall dataset-fashion-mnist, "
-            f"or the authors' file from {DOWNLOAD_URL})")
-    return paths
+    if all(os.path.isfile(path) for path in paths.values()):
+      return checked(paths, digests)
   names = ", ".join(name for name, _ in FILES.values())
   raise SourceFilesError(
       f"Fashion-MNIST's files ({names}) are in none of {', '.join(folders)}: install them "
       f"with `apt-get install dataset-fashion-mnist`, or put them in {folders[0]}, or "
       f"download them with `python -m odsgd_jax.data fashion_mnist --download` (needs "
       f"internet)")
+
+
+def checked(paths: Mapping[str, os.PathLike | str], digests: Mapping[str, str] | None = None
+            ) -> dict[str, str]:
+  """`paths` ({role: path}) as strings, once each file's sha256 is `digests`' (default the
+  authors' files').
+
+  Raises:
+    SourceFilesError: naming the first file whose digest differs, and both digests.
+  """
+  digests = digests or {role: digest for role, (_, digest) in FILES.items()}
+  for role, path in paths.items():
+    found = sha256(os.fspath(path))
+    if found != digests[role]:
+      raise SourceFilesError(
+          f"{path} is not Fashion-MNIST's original file: its sha256 is {found}, expected "
+          f"{digests[role]}; replace it (apt-get install --reinstall dataset-fashion-mnist, "
+          f"or the authors' file from {DOWNLOAD_URL})")
+  return {role: os.fspath(path) for role, path in paths.items()}
 
 
 def read_idx(path: str) -> np.ndarray:
@@ -148,7 +158,7 @@ class FashionMnist(tfds.core.GeneratorBasedBuilder):
         return {}  # checked once downloaded
       paths = dl_manager.download({role: DOWNLOAD_URL + name
                                    for role, (name, _) in FILES.items()})
-      return _check_each(paths, self._digests)
+      return checked(paths, self._digests)
     root = os.path.dirname(os.path.dirname(self.data_dir))  # data_dir is <root>/<name>/<version>
     folders = [self._source] if self._source else [manual_folder(root), DEBIAN_FOLDER]
     return find_files(folders, self._digests)
@@ -169,12 +179,3 @@ class FashionMnist(tfds.core.GeneratorBasedBuilder):
     for index, (image, label) in enumerate(zip(images, labels, strict=True)):
       yield index, {"image": image[..., None], "label": int(label)}
 
-
-def _check_each(paths: Mapping[str, os.PathLike], digests: Mapping[str, str] | None
-                ) -> dict[str, str]:
-  digests = digests or {role: digest for role, (_, digest) in FILES.items()}
-  for role, path in paths.items():
-    if sha256(os.fspath(path)) != digests[role]:
-      raise SourceFilesError(f"the downloaded {FILES[role][0]} ({path}) is not the authors' "
-                             f"file: its sha256 differs from {digests[role]}")
-  return {role: os.fspath(path) for role, path in paths.items()}
