@@ -14,7 +14,8 @@ The trained claims are decided on each workload of --data (mnist1d: MNIST-1D wit
 configs/default.py; fashion_mnist: Fashion-MNIST with LeNet-5, configs/fashion_mnist_lenet.py)
 twice: with every strategy's defaults, and tuned, with the settings scripts/tune.py chose
 (read from <output>/tuned.json; mnist1d's runs are in --output, another workload's in a
-folder of its name inside it). Final accuracy is read on test, targets and times on
+folder of its name inside it), each evaluated every tuning.CLAIMS_EVAL_EVERY steps of its
+workload unless --eval_every says otherwise. Final accuracy is read on test, targets and times on
 validation; the targets are fractions of ssgd's final validation accuracy on pilot seeds
 that are not among the compared ones. Times come from the simulated clock timing a real
 model's step and message (--workload) on a named network (--preset), the same for every
@@ -145,6 +146,7 @@ def main() -> None:
                       help="seeds of ssgd's pilot runs, on which the targets are fixed")
   parser.add_argument("--variant", default="",
                       help="config variant after each strategy, e.g. runlocal or steps=100")
+  parser.set_defaults(eval_every=None)  # each workload's own: tuning.CLAIMS_EVAL_EVERY
   args = parser.parse_args()
   seeds, common = study.check_study_flags(args)
   data_names = [d.strip() for d in args.data.split(",") if d.strip()]
@@ -158,9 +160,11 @@ def main() -> None:
                      f"on which the targets are fixed; choose other seeds")
   cluster = cluster_overrides(args.preset, args.workload)
   variant = f":{args.variant}" if args.variant else ""
+  every = {data: args.eval_every or tuning.CLAIMS_EVAL_EVERY[data] for data in data_names}
   studies, tuned = {}, {}
   for data in data_names:  # every run of every workload checked before the first starts
     output = tuning.claims_output(data, args.output)
+    shared = common + study.evaluation_overrides(every[data]) + cluster
     tuned_file = os.path.join(output, "tuned.json")
     if os.path.exists(tuned_file):
       with open(tuned_file, encoding="utf-8") as f:
@@ -168,13 +172,12 @@ def main() -> None:
     for kind, strategies in tuning.CLAIMS_STRATEGIES.items():
       config = tuning.CLAIMS_CONFIGS[data][kind] + variant
       studies[data, f"pilot_{kind}"] = study.strategy_specs(config, ["ssgd"], pilot_seeds,
-                                                            common + cluster)
-      studies[data, kind] = study.strategy_specs(config, list(strategies), seeds,
-                                                 common + cluster)
+                                                            shared)
+      studies[data, kind] = study.strategy_specs(config, list(strategies), seeds, shared)
       if data in tuned:
         studies[data, f"{kind}_tuned"] = study.grid(
             {name: (study.with_strategy(config, name), tuple(tuned[data][kind][name].items()))
-             for name in strategies}, seeds, common + cluster)
+             for name in strategies}, seeds, shared)
   for (data, folder), specs in studies.items():
     study.check_specs(specs, os.path.join(tuning.claims_output(data, args.output), folder),
                       args.processes)
@@ -186,10 +189,10 @@ def main() -> None:
                               report=study.print_result)
     return {group.label: group for group in study.summarize(results)}
 
-  seeds_flag = f"--seeds {args.seeds} --eval_every {args.eval_every}"
   extra = "".join(f" --set {e}" for e in args.set)
   columns, notes = [], []
   for data in data_names:
+    seeds_flag = f"--seeds {args.seeds} --eval_every {every[data]}"
     goals = tuple(study.targets(study.TARGET_LEVELS, run(data, f"pilot_{kind}")["ssgd"])
                   for kind in tuning.CLAIMS_STRATEGIES)
     configs = tuning.CLAIMS_CONFIGS[data]
@@ -253,7 +256,8 @@ def main() -> None:
       f"[docs/results.md](docs/results.md#how-a-claim-is-decided), each column's rows Holm-"
       f"adjusted as one table (accuracy rows and speed rows apart). Per workload: 8 workers, "
       f"final accuracy on the test split, targets and times on the validation split, read "
-      f"every {args.eval_every} steps; \"similar\" = non-inferior at a "
+      f"every {'; '.join(f'{n} steps ({DATA_TITLES[d]})' for d, n in every.items())}; "
+      f"\"similar\" = non-inferior at a "
       f"{100 * verdicts.MARGIN:g}-point margin (paired by seed, one-sided "
       f"{100 * (1 - verdicts.ALPHA):g}% t); speed: simulated time to "
       f"{', '.join(study.TARGET_LEVELS)} of ssgd's final validation accuracy on pilot seeds "

@@ -10,7 +10,8 @@ Runs each strategy of each cluster's claims (the homogeneous and the heterogeneo
 on the claims' --preset and --workload) with the learning rate at half, once and twice the
 default times its key option at two values, on --seeds (default 300,301); the target is
 the claims' primary one, fixed on ssgd's pilot runs (shared with scripts/claims.py when
-both write to the same --output). Writes <output>/tuned.json ({cluster: {strategy:
+both write to the same --output), evaluated every tuning.CLAIMS_EVAL_EVERY steps of
+the workload unless --eval_every says otherwise. Writes <output>/tuned.json ({cluster: {strategy:
 {field: value}}}), which scripts/claims.py reads for its tuned verdicts, and
 <output>/tuning.md, every configuration's mean validation accuracy and time.
 """
@@ -33,9 +34,11 @@ def main() -> None:
   parser.add_argument("--pilot_seeds", default=",".join(map(str, study.PILOT_SEEDS)))
   parser.add_argument("--variant", default="",
                       help="config variant after each strategy, e.g. steps=100 (as claims.py)")
+  parser.set_defaults(eval_every=None)  # the workload's own: tuning.CLAIMS_EVAL_EVERY
   args = parser.parse_args()
   args.output = tuning.claims_output(args.data, args.output)
   seeds, common = study.check_study_flags(args)
+  common += study.evaluation_overrides(args.eval_every or tuning.CLAIMS_EVAL_EVERY[args.data])
   pilot_seeds = study.parse_seeds(args.pilot_seeds, "--pilot_seeds")
   if set(seeds) & (set(pilot_seeds) | set(range(12))):
     raise study.StudyInputError(f"--seeds {args.seeds} overlaps the pilot or compared seeds "

@@ -155,6 +155,12 @@ def test_study_flags_are_checked_together():
     study.parse_seeds("1,1", "--pilot_seeds")
   with pytest.raises(study.SectionError, match="--readme 'nosuch'"):
     study.check_study_flags(argparse.Namespace(**{**vars(args), "readme": "nosuch"}))
+  assert ("train.eval_every", 30) in common
+  # no --eval_every (claims.py, tune.py): no interval here, each workload adds its own
+  _, common = study.check_study_flags(argparse.Namespace(**{**vars(args), "eval_every": None}))
+  assert not [field for field, _ in common if field.startswith("train.eval")]
+  with pytest.raises(study.StudyInputError, match="--eval_every 0"):
+    study.check_study_flags(argparse.Namespace(**{**vars(args), "eval_every": 0}))
 
 
 def test_a_half_written_summary_is_run_again_under_resume(small_config, tmp_path):

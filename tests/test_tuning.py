@@ -68,9 +68,14 @@ def test_a_tie_goes_to_the_lower_rate():
 
 
 def test_every_tuning_configuration_of_both_workloads_is_a_valid_config():
-  for configs in tuning.CLAIMS_CONFIGS.values():
+  assert set(tuning.CLAIMS_EVAL_EVERY) == set(tuning.CLAIMS_CONFIGS)
+  for data, configs in tuning.CLAIMS_CONFIGS.items():
+    evaluation = tuple(study.evaluation_overrides(tuning.CLAIMS_EVAL_EVERY[data]))
     for kind, strategies in tuning.CLAIMS_STRATEGIES.items():
       for name in strategies:
         for label, (config, overrides) in tuning.tuning_configurations(configs[kind],
                                                                        name).items():
-          validate_config(RunSpec(label, config, 300, overrides).build(), 8)
+          built = RunSpec(label, config, 300, overrides + evaluation).build()
+          validate_config(built, 8)
+          # a time to target resolves to one evaluation: at most 5% of the run
+          assert built.train.eval_every <= built.train.num_steps / 20

@@ -8,6 +8,7 @@ from odsgd_jax.study._cli import check_study_flags as check_study_flags
 from odsgd_jax.study._cli import parse_strategies as parse_strategies
 from odsgd_jax.study._cli import command_line as command_line
 from odsgd_jax.study._cli import common_overrides as common_overrides
+from odsgd_jax.study._cli import evaluation_overrides as evaluation_overrides
 from odsgd_jax.study._cli import print_result as print_result
 from odsgd_jax.study._cli import run_main as run_main
 from odsgd_jax.study._cli import script_parser as script_parser

@@ -68,7 +68,7 @@ def check_study_flags(args: argparse.Namespace) -> tuple[list[int], list[tuple[s
   if args.processes < 1:
     raise StudyInputError(f"--processes {args.processes}: runs trained at once must be at "
                           f"least 1")
-  if args.eval_every < 1:
+  if args.eval_every is not None and args.eval_every < 1:
     raise StudyInputError(f"--eval_every {args.eval_every}: steps between evaluations must be "
                           f"at least 1")
   check_output(args.output, "--output")
@@ -89,12 +89,16 @@ def parse_strategies(text: str, flag: str = "--strategies") -> list[str]:
   return names
 
 
+def evaluation_overrides(every: int) -> list[tuple[str, Any]]:
+  """Evaluate every `every` steps and log training metrics as often: a study reads the
+  evaluations and the summaries, and writing every step's row costs host time."""
+  return [("train.eval_every", every), ("train.log_every", every)]
+
+
 def common_overrides(args: argparse.Namespace) -> list[tuple[str, Any]]:
-  """The overrides the flags ask for, applied to every run of the study."""
-  # Training metrics are logged as often as the model is evaluated: a study reads the
-  # evaluations and the summaries, and writing every step's row costs host time.
-  overrides: list[tuple[str, Any]] = [("train.eval_every", args.eval_every),
-                                      ("train.log_every", args.eval_every)]
+  """The overrides the flags ask for, applied to every run of the study (no evaluation
+  interval when --eval_every is None: a script that sets one per workload adds it)."""
+  overrides = evaluation_overrides(args.eval_every) if args.eval_every is not None else []
   for entry in args.set:
     field, equals, value = entry.partition("=")
     if not equals or "." not in field:
