@@ -183,9 +183,12 @@ def main() -> None:
                       args.processes)
 
   def run(data: str, folder: str) -> dict[str, study.Group]:
-    results = study.run_study(studies[data, folder],
-                              os.path.join(tuning.claims_output(data, args.output), folder),
-                              processes=args.processes, resume=args.resume,
+    output = tuning.claims_output(data, args.output)
+    # a tuned setting that is the default is the default's run: copied, not trained again
+    defaults = ([os.path.join(output, folder.removesuffix("_tuned"))]
+                if folder.endswith("_tuned") else [])
+    results = study.run_study(studies[data, folder], os.path.join(output, folder),
+                              processes=args.processes, resume=args.resume, reuse=defaults,
                               report=study.print_result)
     return {group.label: group for group in study.summarize(results)}
 

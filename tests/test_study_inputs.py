@@ -4,6 +4,7 @@ written: no output folder, no docs page or plot changed. The scripts run in this
 uncaught exception, and SystemExit carries the line the interpreter prints."""
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import pathlib
@@ -14,6 +15,7 @@ import sys
 import pytest
 
 from odsgd_jax import study
+from odsgd_jax.study import _runner
 from odsgd_jax.train import ConfigError
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -177,6 +179,25 @@ def test_a_half_written_summary_is_run_again_under_resume(small_config, tmp_path
   clock.unlink()  # a run of a version before clock.json: its times cannot be replayed
   study.run_study([spec], str(tmp_path), resume=True)
   assert clock.exists()
+
+
+def test_a_run_of_the_same_config_in_another_study_is_copied_not_trained(
+    small_config, tmp_path, monkeypatch):
+  common = (("data.name", "mnist1d"), ("data.data_dir", small_config.data.data_dir),
+            ("train.num_steps", 4), ("train.eval_every", 4))
+  spec = study.RunSpec("ssgd", "configs/default.py:ssgd,runlocal", 0, common)
+  first = study.run_study([spec], str(tmp_path / "defaults"))[0]
+  other = dataclasses.replace(spec, overrides=common + (("optimizer.learning_rate", 0.05),))
+  trained = []
+  real = _runner.train_and_evaluate
+  monkeypatch.setattr(_runner, "train_and_evaluate",
+                      lambda config, workdir: trained.append(workdir) or real(config, workdir))
+  same = study.run_study([spec], str(tmp_path / "tuned"), reuse=[str(tmp_path / "defaults")])
+  assert same[0].summary == first.summary and same[0].workdir != first.workdir
+  assert (tmp_path / "tuned" / "runs" / spec.name / "clock.json").exists() and not trained
+  # the same name with another config (here a rate) is trained
+  changed = study.run_study([other], str(tmp_path / "other"), reuse=[str(tmp_path / "defaults")])
+  assert trained == [changed[0].workdir]
 
 
 def test_plot_metrics_skips_a_last_line_cut_by_a_kill(tmp_path, monkeypatch, capsys):

@@ -50,10 +50,12 @@ class RunResult:
 
 
 def run_one(spec: RunSpec, workdir: str, resume: bool = False,
-            cache: str | None = None) -> RunResult:
+            cache: str | None = None, twins: Sequence[str] = ()) -> RunResult:
   """Trains `spec` in `workdir` (afresh, unless `resume` and it finished with the same
   config) and collects its result. A diverging run is a result, not an error.
-  `cache`: a compilation cache folder shared by the study's runs."""
+  `cache`: a compilation cache folder shared by the study's runs. `twins`: folders of
+  runs in other studies; the first that finished with the same config is copied instead
+  of trained (a run is a pure function of its config and seed)."""
   if cache:
     use_compilation_cache(cache)
   config = spec.build()
@@ -61,6 +63,11 @@ def run_one(spec: RunSpec, workdir: str, resume: bool = False,
   summary = _finished_summary(workdir, config.to_dict()) if resume else None
   if summary is None:
     shutil.rmtree(workdir, ignore_errors=True)  # the study's own output: always fresh
+    twin = next((t for t in twins if _finished_summary(t, config.to_dict())), None)
+    if twin:
+      shutil.copytree(twin, workdir)
+      summary = _finished_summary(workdir, config.to_dict())
+  if summary is None:
     try:
       summary = train_and_evaluate(config, workdir)
     except NonFiniteLossError as error:
@@ -161,7 +168,7 @@ def check_specs(specs: Sequence[RunSpec], output: str | None = None,
 
 
 def run_study(specs: Sequence[RunSpec], output: str, *, processes: int = 1,
-              resume: bool = False,
+              resume: bool = False, reuse: Sequence[str] = (),
               report: Callable[[RunResult], None] | None = None) -> list[RunResult]:
   """Runs every spec in its own folder `output/runs/<spec.name>` and writes
   `output/study.json` (one row per run, per-seed values included).
@@ -173,6 +180,8 @@ def run_study(specs: Sequence[RunSpec], output: str, *, processes: int = 1,
       one). Results do not depend on it: every run is a pure function of its config.
     resume: keep runs that already finished with the same config (after a crash of
       a long study); by default every run starts afresh.
+    reuse: folders of other studies: a run there of the same name that finished with the
+      same config is copied, not trained again (e.g. a tuned setting that is the default).
     report: called with each result as it arrives (e.g. to print progress).
 
   Returns:
@@ -186,6 +195,7 @@ def run_study(specs: Sequence[RunSpec], output: str, *, processes: int = 1,
   check_specs(specs, output, processes)
   os.makedirs(output, exist_ok=True)
   workdirs = [os.path.join(output, "runs", spec.name) for spec in specs]
+  twins = [[os.path.join(folder, "runs", spec.name) for folder in reuse] for spec in specs]
   # The seeds of a strategy compile once: in the cache the user named through JAX's own
   # variable (shared with other studies and runs), else in the study's folder.
   cache = os.environ.get("JAX_COMPILATION_CACHE_DIR") or os.path.join(output, "jax_cache")
@@ -193,7 +203,7 @@ def run_study(specs: Sequence[RunSpec], output: str, *, processes: int = 1,
   started = time.perf_counter()
   if processes <= 1 or len(specs) == 1:
     for i, (spec, workdir) in enumerate(zip(specs, workdirs, strict=True)):
-      results[i] = run_one(spec, workdir, resume, cache)
+      results[i] = run_one(spec, workdir, resume, cache, twins[i])
       if report:
         report(results[i])
   else:
@@ -201,7 +211,7 @@ def run_study(specs: Sequence[RunSpec], output: str, *, processes: int = 1,
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(processes, mp_context=context,
                                                 initializer=_end_with_parent) as pool:
-      futures = {pool.submit(run_one, spec, workdir, resume, cache): i
+      futures = {pool.submit(run_one, spec, workdir, resume, cache, twins[i]): i
                  for i, (spec, workdir) in enumerate(zip(specs, workdirs, strict=True))}
       for future in concurrent.futures.as_completed(futures):
         results[futures[future]] = future.result()
