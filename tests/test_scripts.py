@@ -106,6 +106,10 @@ def test_claims_report_has_a_verdict_for_every_claim_defaults_and_tuned(data_dir
   assert "not tuned yet" not in table
   assert "odsgd correction=spike" in table and "local_sgd period=2" in table
   assert (tmp_path / "homogeneous_tuned" / "runs" / "odsgd_seed1" / "summary.json").exists()
+  # asgd tuned to its defaults: its default run copied (a retrained one has its own wall time)
+  summaries = [(tmp_path / folder / "runs" / "asgd_seed1" / "summary.json").read_text()
+               for folder in ("homogeneous", "homogeneous_tuned")]
+  assert summaries[0] == summaries[1]
 
 
 def test_measured_step_time_drives_the_clock(small_config, tmp_path):
