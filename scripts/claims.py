@@ -37,10 +37,6 @@ PAPER_SCALING = {64: 0.934, 128: 0.905}  # pseudo-sync paper: weak-scaling effic
 NEAR_LINEAR = 0.90
 
 
-def cluster_overrides(preset: str, workload: str) -> list[tuple[str, object]]:
-  return [("cluster.preset", preset), ("cluster.workload", workload)]
-
-
 def flags(overrides) -> str:
   return " ".join(f"--set {field}={value}" for field, value in overrides)
 
@@ -140,13 +136,7 @@ def main() -> None:
   study.add_study_flags(parser, output="runs/claims", section="claims")
   parser.add_argument("--data", default=",".join(tuning.CLAIMS_CONFIGS),
                       help=f"workloads, comma-separated: {', '.join(tuning.CLAIMS_CONFIGS)}")
-  parser.add_argument("--preset", default="10gbe", choices=sorted(PRESETS))
-  parser.add_argument("--workload", default="resnet50_v100", choices=sorted(WORKLOADS))
-  parser.add_argument("--pilot_seeds", default=",".join(map(str, study.PILOT_SEEDS)),
-                      help="seeds of ssgd's pilot runs, on which the targets are fixed")
-  parser.add_argument("--variant", default="",
-                      help="config variant after each strategy, e.g. runlocal or steps=100")
-  parser.set_defaults(eval_every=None)  # each workload's own: tuning.CLAIMS_EVAL_EVERY
+  tuning.add_claims_flags(parser)
   args = parser.parse_args()
   seeds, common = study.check_study_flags(args)
   data_names = [d.strip() for d in args.data.split(",") if d.strip()]
@@ -158,9 +148,9 @@ def main() -> None:
   if set(seeds) & set(pilot_seeds):
     raise SystemExit(f"error: --seeds {args.seeds} overlaps --pilot_seeds {args.pilot_seeds}, "
                      f"on which the targets are fixed; choose other seeds")
-  cluster = cluster_overrides(args.preset, args.workload)
+  cluster = tuning.cluster_overrides(args.preset, args.workload)
   variant = f":{args.variant}" if args.variant else ""
-  every = {data: args.eval_every or tuning.CLAIMS_EVAL_EVERY[data] for data in data_names}
+  every = {data: tuning.eval_every(data, args.eval_every) for data in data_names}
   studies, tuned = {}, {}
   for data in data_names:  # every run of every workload checked before the first starts
     output = tuning.claims_output(data, args.output)
@@ -206,9 +196,12 @@ def main() -> None:
     columns.append(decide(run(data, "homogeneous"), run(data, "heterogeneous"), goals,
                           f"{DATA_TITLES[data]}: defaults", commands))
     if data in tuned:
-      settings = "; ".join(f"{name} " + ", ".join(f"{field.rpartition('.')[2]}={value}"
-                                                   for field, value in fields.items())
-                           for kind in tuned[data] for name, fields in tuned[data][kind].items())
+      settings = "; ".join(  # ssgd is tuned on each cluster: say which
+          f"{kind} cluster: " + "; ".join(
+              f"{name} " + (", ".join(f"{field.rpartition('.')[2]}={value}"
+                                      for field, value in fields.items()) or "defaults")
+              for name, fields in tuned[data][kind].items())
+          for kind in tuned[data])
       columns.append(decide(run(data, "homogeneous_tuned"), run(data, "heterogeneous_tuned"),
                             goals, f"{DATA_TITLES[data]}: tuned", (
                                 f"`python scripts/tune.py --data {data}`, then this command",) * 2))

@@ -20,7 +20,6 @@ import json
 import os
 
 from odsgd_jax import study
-from odsgd_jax.cluster import PRESETS, WORKLOADS
 from odsgd_jax.study import _tuning as tuning
 
 
@@ -29,21 +28,16 @@ def main() -> None:
   study.add_study_flags(parser, output="runs/claims")
   parser.set_defaults(seeds=",".join(map(str, tuning.TUNING_SEEDS)))
   parser.add_argument("--data", default="mnist1d", choices=sorted(tuning.CLAIMS_CONFIGS))
-  parser.add_argument("--preset", default="10gbe", choices=sorted(PRESETS))
-  parser.add_argument("--workload", default="resnet50_v100", choices=sorted(WORKLOADS))
-  parser.add_argument("--pilot_seeds", default=",".join(map(str, study.PILOT_SEEDS)))
-  parser.add_argument("--variant", default="",
-                      help="config variant after each strategy, e.g. steps=100 (as claims.py)")
-  parser.set_defaults(eval_every=None)  # the workload's own: tuning.CLAIMS_EVAL_EVERY
+  tuning.add_claims_flags(parser)
   args = parser.parse_args()
   args.output = tuning.claims_output(args.data, args.output)
   seeds, common = study.check_study_flags(args)
-  common += study.evaluation_overrides(args.eval_every or tuning.CLAIMS_EVAL_EVERY[args.data])
+  common += study.evaluation_overrides(tuning.eval_every(args.data, args.eval_every))
   pilot_seeds = study.parse_seeds(args.pilot_seeds, "--pilot_seeds")
   if set(seeds) & (set(pilot_seeds) | set(range(12))):
     raise study.StudyInputError(f"--seeds {args.seeds} overlaps the pilot or compared seeds "
                                 f"(0-11): tuning seeds must be disjoint from both")
-  cluster = [("cluster.preset", args.preset), ("cluster.workload", args.workload)]
+  cluster = tuning.cluster_overrides(args.preset, args.workload)
   configs = tuning.CLAIMS_CONFIGS[args.data]
   studies = {}
   for kind, strategies in tuning.CLAIMS_STRATEGIES.items():

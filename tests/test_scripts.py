@@ -105,6 +105,8 @@ def test_claims_report_has_a_verdict_for_every_claim_defaults_and_tuned(data_dir
   table = result.stdout.partition("**MNIST-1D, CNN1D: defaults** (")[0]
   assert "not tuned yet" not in table
   assert "odsgd correction=spike" in table and "local_sgd period=2" in table
+  assert ("homogeneous cluster: ssgd learning_rate=0.05;" in table
+          and "heterogeneous cluster: ssgd defaults;" in table)
   assert (tmp_path / "homogeneous_tuned" / "runs" / "odsgd_seed1" / "summary.json").exists()
   # asgd tuned to its defaults: its default run copied (a retrained one has its own wall time)
   summaries = [(tmp_path / folder / "runs" / "asgd_seed1" / "summary.json").read_text()

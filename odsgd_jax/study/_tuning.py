@@ -9,6 +9,7 @@ strategy's best, the one with the shortest mean simulated time to the primary ta
 goes to the lower learning rate.
 """
 
+import argparse
 import math
 import os
 from typing import Any, Sequence
@@ -16,10 +17,11 @@ from typing import Any, Sequence
 import ml_collections
 import numpy as np
 
+from odsgd_jax.cluster import PRESETS, WORKLOADS
 from odsgd_jax.study import verdicts
 from odsgd_jax.study._aggregate import Group
 from odsgd_jax.study._grid import load_config
-from odsgd_jax.study._targets import arrivals
+from odsgd_jax.study._targets import PILOT_SEEDS, arrivals
 
 # The claims' two workloads (data, model): each one's config on the homogeneous cluster and
 # on the heterogeneous one; and the strategies each cluster's claims compare.
@@ -35,6 +37,29 @@ CLAIMS_STRATEGIES = {"homogeneous": ("ssgd", "odsgd", "asgd", "pseudo_sync"),
 # resolution of every time to target. 1% of MNIST-1D's 3000 steps; 3.3% of Fashion-MNIST's
 # 1500, whose 6,000 validation images cost more to evaluate.
 CLAIMS_EVAL_EVERY = {"mnist1d": 30, "fashion_mnist": 50}
+
+
+def add_claims_flags(parser: argparse.ArgumentParser) -> None:
+  """The flags scripts/claims.py and scripts/tune.py share: the cluster that times the runs,
+  the pilot seeds, a config variant; and no --eval_every by default, so that each workload
+  is evaluated at its own interval (`eval_every`)."""
+  parser.add_argument("--preset", default="10gbe", choices=sorted(PRESETS))
+  parser.add_argument("--workload", default="resnet50_v100", choices=sorted(WORKLOADS))
+  parser.add_argument("--pilot_seeds", default=",".join(map(str, PILOT_SEEDS)),
+                      help="seeds of ssgd's pilot runs, on which the targets are fixed")
+  parser.add_argument("--variant", default="",
+                      help="config variant after each strategy, e.g. runlocal or steps=100")
+  parser.set_defaults(eval_every=None)
+
+
+def eval_every(data: str, requested: int | None) -> int:
+  """Steps between evaluations for workload `data`: --eval_every where given, else its own."""
+  return requested or CLAIMS_EVAL_EVERY[data]
+
+
+def cluster_overrides(preset: str, workload: str) -> list[tuple[str, Any]]:
+  """The claims' cluster: a network preset timing a real model's step and message."""
+  return [("cluster.preset", preset), ("cluster.workload", workload)]
 
 
 def claims_output(data: str, root: str = "runs/claims") -> str:
