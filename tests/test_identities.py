@@ -11,8 +11,9 @@ from odsgd_jax.strategies import AXIS, STRATEGIES, init_workers, worker_ticks
 
 from tests import numpy_reference as ref
 from tests.helpers import run_compiled_with
-from tests.least_squares import (BATCH, FEATURES, N, T, TARGETS, X0, heterogeneous_schedules,
-                                 homogeneous_schedules, numpy_grad, run_jax, settled_tick)
+from tests.least_squares import (FEATURES, N, T, TARGETS, X0, exact_loss_and_grad,
+                                 heterogeneous_schedules, homogeneous_schedules, numpy_grad,
+                                 run_jax, settled_tick)
 
 EXACT = 1e-6
 INNERS = {"sgd": lambda: optax.sgd(0.1), "momentum": lambda: optax.sgd(0.05, momentum=0.9)}
@@ -159,8 +160,7 @@ def test_easgd_with_one_data_set_is_ssgd_with_negative_momentum():
 
   def same_data(x, t, worker):
     del worker
-    residual = features[t] @ x - targets[t]
-    return 0.5 * jnp.mean(residual**2), features[t].T @ residual / BATCH
+    return exact_loss_and_grad(features[t], targets[t], x)
 
   def run(name, inner, **options):
     tx = STRATEGIES[name].make(inner, axis_name=AXIS, **options)

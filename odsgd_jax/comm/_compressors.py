@@ -19,6 +19,7 @@ References:
   arXiv:1905.13727.
 """
 
+import functools
 import math
 from typing import Any, Callable, NamedTuple
 
@@ -184,6 +185,12 @@ def sign() -> Compressor:
   return _per_leaf(leaf, "sign", "allgather")
 
 
+# PowerSGD's projections in full float32: at the platform's default precision a GPU
+# multiplies float32 matrices in TF32 (10-bit mantissa), and a full-rank PowerSGD would no
+# longer be the plain mean (the model's own matmuls keep the fast default; docs/DESIGN.md).
+_exact_matmul = functools.partial(jnp.matmul, precision=jax.lax.Precision.HIGHEST)
+
+
 def powersgd(rank: int = 2) -> Compressor:
   """PowerSGD: one power iteration per round on each matrix-shaped tensor, warm-started
   from the last round's Q; vectors (biases) are all-reduced as they are.
@@ -218,10 +225,10 @@ def powersgd(rank: int = 2) -> Compressor:
         qs.append(q)
         bits = bits + x.size * 8 * x.dtype.itemsize
         continue
-      p = jax.lax.pmean(matrix @ q, axis_name)
+      p = jax.lax.pmean(_exact_matmul(matrix, q), axis_name)
       p, _ = jnp.linalg.qr(p)
-      q = jax.lax.pmean(matrix.T @ p, axis_name)
-      approx = (p @ q.T).reshape(x.shape).astype(x.dtype)
+      q = jax.lax.pmean(_exact_matmul(matrix.T, p), axis_name)
+      approx = _exact_matmul(p, q.T).reshape(x.shape).astype(x.dtype)
       means.append(approx)
       owns.append(approx)  # the factors are averaged: the mean is all a worker can rebuild
       qs.append(q)

@@ -245,8 +245,10 @@ def local_sgd_model_params(worker_params: Any, worker_opt_state: LocalSgdState) 
   steps = worker_opt_state.local_steps.astype(jnp.float32)
   weights = jnp.where(jnp.sum(steps) > 0, steps, jnp.ones_like(steps))
   weights = weights / jnp.sum(weights)
+  # HIGHEST: the weighted mean in full float32 (a GPU's default multiplies in TF32)
   return jax.tree.map(
-      lambda x: jnp.tensordot(weights, x.astype(jnp.float32), axes=1).astype(x.dtype),
+      lambda x: jnp.tensordot(weights, x.astype(jnp.float32), axes=1,
+                              precision=jax.lax.Precision.HIGHEST).astype(x.dtype),
       worker_params)
 
 
