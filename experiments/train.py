@@ -28,7 +28,7 @@ import jax
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from odsgd_jax import parallel
+from odsgd_jax import parallel, xla_flags
 from odsgd_jax.data import DataError
 from odsgd_jax.train import (CheckpointError, ConfigError, NonFiniteLossError, Preempted,
                              WorkdirError, hide_abandoned_save_noise, train_and_evaluate,
@@ -169,13 +169,17 @@ def main(argv):
     logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
     logging.get_absl_handler().addFilter(_without_orbax_errors)
   hide_abandoned_save_noise()
-  _start_processes()
   try:
     config = _CONFIG.value
     config.keys()  # a config file that failed to load raises its error on first use
   except Exception as error:  # noqa: BLE001 -- whatever the file raised, said in one line
     print(f"error: --config does not load: {_last_line(error)}", file=sys.stderr)
     sys.exit(1)
+  # Before JAX's backend starts (jax.distributed's start or the first device query), the
+  # only time XLA reads its flags: a run that must resume bit for bit on a GPU.
+  if config.get("train", {}).get("deterministic", True) is True:
+    xla_flags.request_deterministic_ops()
+  _start_processes()
   try:  # the start line below describes a config that can run on these devices
     validate_config(config, jax.device_count())
   except ConfigError as error:

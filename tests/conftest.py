@@ -28,12 +28,15 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(2**30))  # with it, a file lock
 
+from odsgd_jax import xla_flags  # noqa: E402
 from tests.helpers import FAST_COMPILE_FLAGS  # noqa: E402
 
-# Set before the backend starts; passed on to the processes tests start.
-for _flag in FAST_COMPILE_FLAGS:
-  if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_flag}".strip()
+# Set before the backend starts, each unless XLA_FLAGS sets it already and only if this
+# JAX's XLA knows it (an unknown flag aborts every process at start; probed once per
+# session, the answer inherited by xdist's workers); passed on to the processes tests start.
+xla_flags.add(FAST_COMPILE_FLAGS)
+# As `python -m experiments.train` does: on a GPU, runs that resume bit for bit.
+xla_flags.request_deterministic_ops()
 
 import jax  # noqa: E402
 

@@ -2,6 +2,7 @@
 values computed by hand; and a small grid run end to end."""
 
 import json
+import os
 import math
 
 import pytest
@@ -178,3 +179,18 @@ def test_a_study_runs_its_grid_and_writes_every_seed(data_dir, tmp_path):
   assert saved["runs"][1]["summary"]["test_accuracy"] == results[1].accuracy
   again = study.run_study(specs[:1], str(tmp_path), resume=True)  # finished: kept as it was
   assert again[0].summary == results[0].summary
+
+
+@pytest.mark.parametrize("users", [None, "true"])
+def test_study_processes_take_gpu_memory_as_they_need_it(monkeypatch, users):
+  """Several processes of a study share one GPU: each would otherwise take 75% of its
+  memory at start. The scripts (`run_main`) set it before JAX starts, and the processes
+  `run_study` starts inherit it; a user's own setting stays."""
+  if users is None:
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
+  else:
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", users)
+  monkeypatch.setenv("XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
+  seen = []
+  study.run_main(lambda: seen.append(os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"]))
+  assert seen == [users or "false"]

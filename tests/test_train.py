@@ -261,6 +261,24 @@ def test_command_line_overrides_of_every_kind_reach_the_run(data_dir, tmp_path):
   with open(workdir / "summary.json") as f:
     summary = json.load(f)
   assert summary["num_workers"] == 4 and summary["examples_seen"] == 6 * 32
+  # train.deterministic (default True): XLA's deterministic GPU ops asked for before JAX
+  # started, so that the run resumes bit for bit on a GPU too
+  assert used["train"]["deterministic"] is True and summary["deterministic_ops"] is True
+
+
+def test_a_run_that_need_not_resume_exactly_leaves_xla_flags_alone(data_dir, tmp_path):
+  workdir = tmp_path / "run"
+  result = subprocess.run(
+      [sys.executable, "-m", "experiments.train", "--config", "configs/default.py",
+       "--workdir", str(workdir), f"--config.data.data_dir={data_dir}",
+       "--config.data.name=mnist1d", "--config.train.num_steps=2",
+       "--config.train.progress_bar=False", "--config.train.deterministic=False",
+       "--config.cluster.num_workers=2", "--config.data.batch_size=8"],
+      cwd=REPO, capture_output=True, text=True, timeout=300,
+      env={**os.environ, "XLA_FLAGS": ""})
+  assert result.returncode == 0, result.stderr[-2000:]
+  with open(workdir / "summary.json") as f:
+    assert json.load(f)["deterministic_ops"] is False
 
 
 def test_asgd_learning_rate_schedule_runs_in_ticks_not_server_updates(small_config, tmp_path):

@@ -5,12 +5,14 @@ import shlex
 import sys
 from typing import Any, Callable
 
+from odsgd_jax import xla_flags
 from odsgd_jax.data import DataError
 from odsgd_jax.strategies import STRATEGIES
 from odsgd_jax.study._grid import StudyInputError, parse_seeds, parse_value
 from odsgd_jax.study._readme import SectionError, section_page
 from odsgd_jax.study._targets import PilotsDivergedError
-from odsgd_jax.study._runner import RunResult, check_output, default_processes
+from odsgd_jax.study._runner import (RunResult, check_output, default_processes,
+                                     share_accelerator_memory)
 from odsgd_jax.train import ConfigError, WorkdirError, hide_abandoned_save_noise
 
 
@@ -122,6 +124,11 @@ def run_main(main: Callable[[], None]) -> None:
   with one line (exit status 1) instead of a traceback, before any run starts; so does a
   folder that cannot be written, and pilots that all diverged (no target to time)."""
   hide_abandoned_save_noise()
+  # Before JAX's backend starts: the study's runs are compared, so they resume bit for bit
+  # on a GPU too (XLA_FLAGS=--xla_gpu_deterministic_ops=false measures without), and
+  # several processes share one GPU (each would otherwise take 75% of its memory).
+  xla_flags.request_deterministic_ops()
+  share_accelerator_memory()
   try:
     main()
   except (ConfigError, DataError, FileNotFoundError, PilotsDivergedError, SectionError,

@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import ml_collections  # noqa: E402
 import numpy as np  # noqa: E402
 
+from odsgd_jax import xla_flags  # noqa: E402
 from odsgd_jax.study import verdicts  # noqa: E402
 from odsgd_jax.study._aggregate import Group, converged  # noqa: E402
 from odsgd_jax.study._readme import replace_section, repository_root  # noqa: E402
@@ -26,8 +27,10 @@ from odsgd_jax.study._targets import reached, speed_row  # noqa: E402
 def environment() -> str:
   """What produced the numbers: JAX versions and the devices."""
   devices = jax.devices()
+  gpu = (f", deterministic GPU ops {'on' if xla_flags.deterministic_ops() else 'off'}"
+         if devices[0].platform == "gpu" else "")  # CPU programs are deterministic anyway
   return (f"jax {jax.__version__}, jaxlib {jaxlib.__version__}, {len(devices)} x "
-          f"{devices[0].device_kind}")
+          f"{devices[0].device_kind}{gpu}")
 
 
 def describe_cluster(config: ml_collections.ConfigDict) -> str:

@@ -119,6 +119,14 @@ def _end_with_parent() -> None:
     pass
 
 
+def share_accelerator_memory() -> None:
+  """Several processes share one GPU: each takes the memory it needs as it needs it
+  (`XLA_PYTHON_CLIENT_PREALLOCATE=false`) instead of 75% of the GPU's at start, which
+  leaves the second one out of memory. For the processes started after this, and this one
+  if its backend has not started; unless the user's environment says otherwise."""
+  os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+
 def default_processes() -> int:
   """One run per core, and one more: a small model's step uses about one core of a
   CPU host, and one run's host work (data, logging) fills another's device time
@@ -207,6 +215,7 @@ def run_study(specs: Sequence[RunSpec], output: str, *, processes: int = 1,
       if report:
         report(results[i])
   else:
+    share_accelerator_memory()  # the worker processes inherit it
     # spawn: a fresh JAX in each worker process (forking a started runtime is unsafe)
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(processes, mp_context=context,

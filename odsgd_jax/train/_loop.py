@@ -5,11 +5,12 @@ from typing import Any, Protocol, Sequence
 
 import jax
 import ml_collections
+from absl import logging
 import numpy as np
 import tqdm
 from etils import epath
 
-from odsgd_jax import parallel
+from odsgd_jax import parallel, xla_flags
 from odsgd_jax.train._checkpoint import Checkpoints, save_model
 from odsgd_jax.train._experiment import Experiment, build_experiment
 from odsgd_jax.train._metrics import MetricsWriter
@@ -216,6 +217,18 @@ class _Run:
         closable.close()
 
 
+def _warn_if_not_deterministic(config: ml_collections.ConfigDict) -> None:
+  """A GPU run that asks for deterministic ops in a process whose XLA started without
+  them (a notebook, a script of one's own): XLA reads its flags only when JAX starts."""
+  if (config.train.deterministic and jax.default_backend() == "gpu"
+      and not xla_flags.deterministic_ops()):
+    logging.warning(
+        "train.deterministic=True, but JAX started without deterministic GPU ops: a resumed "
+        "run may differ from an uninterrupted one in the last bits. Set XLA_FLAGS=%s before "
+        "JAX starts (python -m experiments.train does), or train.deterministic=False",
+        xla_flags.DETERMINISTIC_GPU_FLAGS[0])
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
                        batches: BatchSource | None = None,
                        hooks: Sequence[Hook] = ()) -> dict[str, Any]:
@@ -251,6 +264,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
   with parallel.across_processes():  # the data set's barrier, opening the checkpoints
     experiment = build_experiment(config)
     path = prepare_workdir(workdir)
+  _warn_if_not_deterministic(config)
   lock = WorkdirLock(path)  # before anything in the workdir is read or written
   try:
     with parallel.across_processes():

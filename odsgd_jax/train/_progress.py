@@ -11,7 +11,7 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from odsgd_jax import parallel
+from odsgd_jax import parallel, xla_flags
 from odsgd_jax.train._experiment import Experiment
 from odsgd_jax.train._metrics import MetricsWriter
 from odsgd_jax.train._simulation import SimulatedClock
@@ -161,6 +161,8 @@ def run_summary(experiment: Experiment, steps: int, evaluation: dict[str, float]
       "sim_time_to_target_s": reached[1] if reached else None,
       "steps_to_target": reached[0] if reached else None,
       "sim_time_fractions": clock.fractions(),
+      # XLA_FLAGS asked for deterministic GPU ops (train.deterministic; docs/running.md)
+      "deterministic_ops": xla_flags.deterministic_ops(),
       # Of this session's training loop (a resumed run: since the resume). The host
       # reads the next batch while the devices run the previous step, so this is an
       # upper bound on the time the devices wait for data (scripts/benchmark.py

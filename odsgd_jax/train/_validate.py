@@ -13,7 +13,7 @@ import ml_collections
 
 from odsgd_jax.cluster import INTER_TOPOLOGIES, PRESETS, TOPOLOGIES, TRANSPORTS, WORKLOADS
 from odsgd_jax.data import DATASETS
-from odsgd_jax.domains import check_value, integer
+from odsgd_jax.domains import FLAG, check_value, integer
 from odsgd_jax.models import DOMAINS as MODEL_DOMAINS
 from odsgd_jax.models import MODELS, model_options
 from odsgd_jax.parallel import devices_in_use
@@ -188,6 +188,8 @@ def _check_numbers(config: ml_collections.ConfigDict) -> None:
     raise ConfigError(f"cluster.straggler_prob={cluster.straggler_prob} must be in [0, 1]")
   for name in ("seed",):
     _check_domain(f"train.{name}", train[name], integer(0))
+  for name in ("progress_bar", "deterministic"):
+    _check_domain(f"train.{name}", train[name], FLAG)
   _check_domain("cluster.seed", cluster.seed, integer(0))
   if not 0 <= train.target_accuracy <= 1:
     raise ConfigError(f"train.target_accuracy={train.target_accuracy} must be in [0, 1]")
