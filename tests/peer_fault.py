@@ -25,6 +25,7 @@ _DIE_AT = flags.DEFINE_string("die_at", None, "kill:step:N, kill:save:N or freez
 _DIE_PROCESS = flags.DEFINE_integer("die_process", 1, "The process that stops.")
 _DIE_DELAY = flags.DEFINE_float("die_delay_s", 2.0, "Seconds into the save before it dies.")
 _DIE_NOTE = flags.DEFINE_string("die_note", None, "File that gets the time it stopped.")
+_SETTLE_S = 2.0  # before a kill between steps: the others finish reading (see before_step)
 
 
 class _Stop(Hook):
@@ -41,9 +42,14 @@ class _Stop(Hook):
   def before_step(self, step):
     if self.where == "step" and step == self.step:
       # Finish the steps already dispatched (their collectives need this process): the
-      # others then fail in step N's work, not, by a race, in the step before it.
+      # others then fail in step N's work, not, by a race, in the step before it. Then
+      # give them time to read what this process sent them last (step N-2's metrics,
+      # gathered after step N-1 was dispatched): a kill resets its connections, and
+      # Linux drops data the survivor has received but not read yet (seen on a loaded
+      # 2-core machine: the survivor failed in step N-1's fetch, 2 times in 3).
       for array in jax.live_arrays():
         array.block_until_ready()
+      time.sleep(_SETTLE_S)
       self._stop()
 
   def before_save(self, step):
