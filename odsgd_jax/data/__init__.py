@@ -1,5 +1,7 @@
 """Data sets (TFDS array_record) and per-worker grain pipelines."""
 
+from odsgd_jax.data import _grain  # noqa: F401  -- first: before anything imports grain
+
 from odsgd_jax.data._builders import Digits as Digits
 from odsgd_jax.data._builders import Mnist1d as Mnist1d
 from odsgd_jax.data._builders import Mnist1dHeldout as Mnist1dHeldout

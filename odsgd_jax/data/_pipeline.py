@@ -11,11 +11,11 @@ position is one integer, saved with every checkpoint.
 import collections
 from typing import Any, Iterator, Sequence
 
-import grain
 import numpy as np
 from PIL import Image
 
 from odsgd_jax.data._datasets import DatasetSpec
+from odsgd_jax.data._grain import grain
 
 
 def _normalize(spec: DatasetSpec, image: np.ndarray) -> np.ndarray:
