@@ -1,11 +1,15 @@
 """Step time, memory, compile time and state of every strategy against plain data parallelism.
 
-  python scripts/benchmark.py [--models cnn1d,mlp_wide,resnet20] [--steps 40] [--readme benchmark]
+  python scripts/benchmark.py [--models cnn1d,mlp,mlp_wide,resnet20] [--steps 40] \
+      [--entries odsgd,...] [--readme benchmark]
 
 On the available devices (here: 8 simulated CPU devices; a GPU or TPU host runs it as
-is), one worker per device, random input of the model's size (no data needed). Two plain
-formulations of data parallelism are written below, each with `optax.sgd(momentum=0.9)`
-and returning the batch's loss and accuracy, as every strategy's step does for the loop:
+is, and adds ResNet-20 at batch 128), one worker per device, random input of the model's
+size (no data needed). On a GPU, XLA's deterministic ops are on, as in a training run
+(`XLA_FLAGS=--xla_gpu_deterministic_ops=false` times without them); the caption says
+which. Two plain formulations of data parallelism are written below, each with
+`optax.sgd(momentum=0.9)` and returning the batch's loss and accuracy, as every
+strategy's step does for the loop:
 `jax.jit` over arrays placed with `NamedSharding` (parameters replicated, the batch split
 over a `data` axis, XLA inserting the all-reduce: what most JAX users write first), and a
 `shard_map` with an explicit `pmean`. Both are timed; the faster is the baseline (1.00x).
@@ -45,18 +49,24 @@ from odsgd_jax import parallel  # noqa: E402
 from odsgd_jax.cluster import synchronous_schedule  # noqa: E402
 from odsgd_jax.models import make_model  # noqa: E402
 from odsgd_jax.strategies import get_strategy, state_model_copies  # noqa: E402
-from odsgd_jax.study import (environment, markdown, replace_section, run_main,  # noqa: E402
-                             script_parser)
+from odsgd_jax.study import (StudyInputError, environment, markdown,  # noqa: E402
+                             replace_section, run_main, script_parser)
 from odsgd_jax.train import (build_experiment, make_train_step,  # noqa: E402
                              train_and_evaluate)
 
-# name: (input shape, model options, batch per device). The wide MLP's parameters
-# dominate its compute, so optimizer and communication overhead shows most there.
+# name: (model, input shape, model options, batch per device). The MLP at the model's
+# default widths (256, 256) and batch 64; the wide MLP's parameters dominate its compute,
+# so optimizer and communication overhead shows most there; ResNet-20 at batch 128 is a
+# realistic per-GPU batch, whose step on a GPU is bound by kernel launches (minutes a
+# step on a CPU: run by default on accelerators only).
 MODELS = {
     "cnn1d": ("cnn1d", (40,), {}, 16),
+    "mlp": ("mlp", (40,), {}, 64),
     "mlp_wide": ("mlp", (40,), {"hidden_sizes": (1024, 1024)}, 16),
     "resnet20": ("resnet20", (32, 32, 3), {}, 8),
+    "resnet20_b128": ("resnet20", (32, 32, 3), {}, 128),
 }
+ACCELERATOR_ONLY = ("resnet20_b128",)
 # Lines of the compiled HLO's entry computation that run nothing: the rest are kernels.
 _NOT_RUN = ("parameter", "constant", "get-tuple-element", "bitcast", "tuple")
 NEVER = 2**30  # a local SGD period no run reaches: only non-sync steps
@@ -350,7 +360,8 @@ def table(rows, wait, command) -> str:
                   f"{row['operations']['run']} ({row['operations']['copies']})",
                   f"{row['state_copies']:.2f}",
                   str(row.get("compiles_after_first_step", "-"))])
-  batches = ", ".join(f"{name} {spec[3]}" for name, spec in MODELS.items())
+  shown = dict.fromkeys(row["model"] for row in rows)
+  batches = ", ".join(f"{name} {MODELS[name][3]}" for name in shown)
   return (f"{environment()}; one worker per device; batch per device: {batches}; "
           f"median of the steps after 3 warm-ups, each step timed alternately with the "
           f"faster baseline's (marked 1.00x); produced by `{command}`.\n\n"
@@ -361,9 +372,16 @@ def table(rows, wait, command) -> str:
           f"with the devices' work.")
 
 
+def default_models() -> list[str]:
+  on_cpu = jax.default_backend() == "cpu"
+  return [name for name in MODELS if not (on_cpu and name in ACCELERATOR_ONLY)]
+
+
 def main() -> None:
   parser = script_parser(__doc__)
-  parser.add_argument("--models", default=",".join(MODELS))
+  parser.add_argument("--models", default="", help="comma-separated, of "
+                      f"{', '.join(MODELS)} (default: all; on a CPU all but "
+                      f"{', '.join(ACCELERATOR_ONLY)})")
   parser.add_argument("--steps", type=int, default=40, help="timed steps per entry")
   parser.add_argument("--entries", default="", help="row names to run (comma-separated); "
                       "default: all")
@@ -375,16 +393,20 @@ def main() -> None:
   parser.add_argument("--readme", default="",
                       help="also write the generated section of this name (docs/performance.md)")
   args = parser.parse_args()
+  models = [m for m in args.models.split(",") if m] or default_models()
+  unknown = sorted(set(models) - set(MODELS))
+  if unknown:
+    raise StudyInputError(f"--models {args.models!r}: unknown model {unknown[0]!r}; choose "
+                          f"from {', '.join(MODELS)}")
   wanted = [e for e in args.entries.split(",") if e]
   entries = [e for e in ENTRIES if not wanted or e[0] in wanted]
   os.makedirs(args.output, exist_ok=True)
   counter = CompileCounter()
   rows = []
-  for model_name in [m for m in args.models.split(",") if m]:
+  for model_name in models:
     rows += measure(model_name, args.steps, counter, entries)
   wait = data_wait(args.data_steps, args.output, args.data_repeats)
-  command = "python scripts/benchmark.py" + (f" --models {args.models}"
-                                             if args.models != ",".join(MODELS) else "")
+  command = "python scripts/benchmark.py" + (f" --models {args.models}" if args.models else "")
   text = table(rows, wait, command)
   with open(os.path.join(args.output, "benchmark.json"), "w", encoding="utf-8") as f:
     json.dump({"devices": environment(), "rows": rows, "data_wait_fraction": wait[0],
