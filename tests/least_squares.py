@@ -51,7 +51,7 @@ def run_jax(name, inner, schedules, num_workers=N, with_logs=False, settled_from
   params (T, N, DIM) and the model (and, `with_logs`, the strategy's logged metrics after
   every tick). `options` as a config writes them, `inner_momentum` among them if given.
   From tick `settled_from` on (or `switch_at`), the update traced with its tick conditions
-  decided for the ticks from `settled_from` on (`strategies.ticks.known_from`), as the
+  decided for the ticks from `settled_from` on (`strategies.ticks.from_tick`), as the
   train step's program for them."""
   inner_momentum = options.pop("inner_momentum", None)
   spec = strategies.resolve(name, options, inner_momentum)
@@ -86,7 +86,10 @@ def settled_tick(name, **options):
   inner_momentum = options.pop("inner_momentum", None)
   tx = strategies.resolve(name, options, inner_momentum).make(optax.sgd(0.1), strategies.AXIS)
   x = jnp.zeros((N, DIM), jnp.float32)
-  tick = strategies.worker_ticks(tx, lambda x, t, worker: (0.0, x))
   schedule = synchronous_schedule(0, N)
-  return strategies.ticks.settled_from(
-      lambda: jax.eval_shape(tick, x, strategies.init_workers(tx, x), 0, schedule))
+
+  def trace(known_from):
+    tick = strategies.worker_ticks(tx, lambda x, t, worker: (0.0, x), known_from)
+    return jax.eval_shape(tick, x, strategies.init_workers(tx, x), 0, schedule)
+
+  return strategies.ticks.settled_from(trace)

@@ -7,6 +7,8 @@ last tests register broken copies and show that the checks catch them.
 """
 
 import dataclasses
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -19,6 +21,7 @@ from odsgd_jax import cluster, comm, domains, strategies
 from odsgd_jax.cluster import synchronous_schedule
 from odsgd_jax.strategies import AXIS, STRATEGIES, init_workers, worker_ticks
 from odsgd_jax.train import SimulatedClock, clock_record
+from tests.helpers import REPO
 
 NUM_WORKERS = 4
 
@@ -73,7 +76,7 @@ def test_state_types_are_stable_under_jit(name):
   params_N = {"w": jnp.ones((NUM_WORKERS, 2, 3)), "b": jnp.zeros((NUM_WORKERS, 3))}
   initial = jax.vmap(tx.init)(params_N)
   _, final = _run(tx, params_N, lambda p, i: jax.tree.map(lambda x: x * (i + 1.0), p), 3)
-  shape_dtype = lambda tree: jax.tree.map(lambda x: (x.shape, x.dtype, type(x)), tree)
+  shape_dtype = lambda tree: [(x.shape, x.dtype, type(x)) for x in jax.tree.leaves(tree)]
   assert jax.tree.structure(final) == jax.tree.structure(initial)
   assert shape_dtype(final) == shape_dtype(initial)
 
@@ -227,3 +230,82 @@ def test_a_misspelled_experiment_setting_fails_where_it_is_written(registry, mon
   with pytest.raises(ValueError, match="changes optimizer.momentm, which the config does not"):
     default.get_config("asgd_typo")
   assert default.get_config("odsgd").strategy.warmup_steps == 200  # the registered ones
+
+
+@pytest.mark.parametrize("name,example", [(name, i) for name in sorted(STRATEGIES)
+                                          for i in range(len(STRATEGIES[name].examples))])
+def test_an_exchange_timed_beside_the_compute_does_not_wait_for_the_gradient(name, example):
+  """Every example whose timeline overlaps a tick's exchange with its compute (its
+  registration checks the first)."""
+  definition = STRATEGIES[name]
+  assert strategies.overlap_problem(definition, definition.examples[example].options) is None
+
+
+def test_a_synchronous_exchange_timed_as_overlapped_is_refused(registry):
+  """ssgd's all-reduce of this tick's gradient under the pipelined rule, and the mistake a
+  trial of CoCoD-SGD made: its mean of this tick's updated parameters inside a `lax.cond`
+  (the exchange is in a branch, and reads the gradient through the parameters)."""
+  ssgd = STRATEGIES["ssgd"]
+  with pytest.raises(ValueError, match=r"'pipelined_ssgd': timeline PipelinedTimeline runs a "
+                                       r"tick's exchange beside .* psum reads this tick's"):
+    strategies.register(dataclasses.replace(ssgd, name="pipelined_ssgd",
+                                            timeline=cluster.PipelinedTimeline))
+
+  @domains.declared(period=domains.integer(1))
+  def averages_updated_params(inner, *, axis_name, period=2):
+    def update(grads, state, params=None, **extra):
+      del extra
+      step, inner_state = inner.update(grads, state[0], params)
+      moved = optax.apply_updates(params, step)
+      averaged = jax.lax.cond(state[1] % period == period - 1,
+                              lambda x: jax.lax.pmean(x, axis_name), lambda x: x, moved)
+      return optax.tree.sub(averaged, params), (inner_state, state[1] + 1)
+    return optax.GradientTransformationExtraArgs(
+        lambda params: (inner.init(params), jnp.zeros((), jnp.int32)), update)
+
+  with pytest.raises(ValueError, match="psum reads this tick's gradient"):
+    strategies.register(dataclasses.replace(
+        ssgd, name="cocod_trial", make=averages_updated_params,
+        timeline=cluster.PipelinedTimeline, examples=(strategies.Example({}, 1, "count"),)))
+  assert {"pipelined_ssgd", "cocod_trial"}.isdisjoint(registry)
+
+
+def test_a_timeline_reading_an_option_the_factory_lacks_is_refused(registry):
+  """odsgd's warm-up is read by its timeline by name: renamed in one place only, it is an
+  error, not a run timed as pipelined from the first tick."""
+  with pytest.raises(ValueError, match="'ssgd_warm': timeline WarmupPipelinedTimeline reads "
+                                       "option 'warmup_steps', which its factory does not take"):
+    strategies.register(dataclasses.replace(STRATEGIES["ssgd"], name="ssgd_warm",
+                                            timeline=cluster.WarmupPipelinedTimeline))
+
+  class SwallowsOptions(cluster.SynchronousTimeline):
+    def __init__(self, workers, network, message_bytes, overlap=None, **options):
+      del options
+      super().__init__(workers, network, message_bytes, overlap)
+
+  with pytest.raises(ValueError, match="takes \\*\\*options: name each option"):
+    strategies.register(dataclasses.replace(STRATEGIES["ssgd"], name="ssgd_swallows",
+                                            timeline=SwallowsOptions))
+  odsgd = STRATEGIES["odsgd"]
+  timeline = odsgd.make_timeline(cluster.Workers((1.0,) * 2, 0.1), cluster.Network(1e9), 100,
+                                 warmup_steps=7)
+  assert timeline.warmup_steps == 7
+  assert {"ssgd_warm", "ssgd_swallows"}.isdisjoint(registry)
+
+
+def test_a_field_declared_replaced_each_tick_must_be_in_the_state(registry):
+  with pytest.raises(ValueError, match=r"replaced_each_tick names \['pending'\], which its "
+                                       r"state does not have"):
+    strategies.register(dataclasses.replace(STRATEGIES["odsgd"], name="odsgd_renamed",
+                                            replaced_each_tick=("params", "pending")))
+
+
+def test_registering_the_strategies_does_not_start_jaxs_backend():
+  """Registration traces shapes only: jax.distributed must start before the backend, and
+  the train command imports every strategy first."""
+  code = ("import experiments.train, odsgd_jax.strategies\n"
+          "from odsgd_jax import xla_flags\n"
+          "assert not xla_flags.backend_started()\n")
+  result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]

@@ -30,4 +30,5 @@ from odsgd_jax.cluster._timelines import OscarsTimeline as OscarsTimeline
 from odsgd_jax.cluster._timelines import PipelinedTimeline as PipelinedTimeline
 from odsgd_jax.cluster._timelines import SynchronousTimeline as SynchronousTimeline
 from odsgd_jax.cluster._timelines import Timeline as Timeline
+from odsgd_jax.cluster._timelines import WarmupPipelinedTimeline as WarmupPipelinedTimeline
 from odsgd_jax.cluster._timelines import gossip_offsets as gossip_offsets

@@ -5,7 +5,12 @@ same object drives the math and the clock: `schedule(t)` is handed to the strate
 before tick t, `cost(t, round_end, message_bytes, gathers)` charges the tick afterwards,
 so the staleness a strategy sees is the staleness its timeline implies. Both must be
 called once per tick, in order; `state_dict()` holds what a checkpoint needs. A rule is
-built as `Rule(workers, network, message_bytes, overlap, **strategy_options)`.
+built as `Rule(workers, network, message_bytes, overlap, *, <options>)`: the options it
+reads are keyword parameters, each an option of the strategy's factory of the same name
+(its registration refuses a rule that reads one the factory does not have).
+`overlaps_compute(<options>)` says whether a tick's exchange runs beside that tick's
+compute: then it must not wait for that tick's gradient, which a strategy's registration
+checks on its traced update (odsgd_jax/strategies/_overlap.py).
 """
 
 import dataclasses
@@ -87,12 +92,17 @@ class Timeline:
   """Base: every worker active on every tick; subclasses say what a tick costs."""
 
   def __init__(self, workers: Workers, network: Network, message_bytes: float,
-               overlap: Overlap | None = None, **options: Any):
-    """`options`: the strategy's (a timeline reads those it needs, e.g. a warm-up)."""
-    del options
+               overlap: Overlap | None = None):
     self.workers, self.network, self.message_bytes = workers, network, float(message_bytes)
     self.overlap = overlap
     self.num_workers = workers.num_workers
+
+  @classmethod
+  def overlaps_compute(cls) -> bool:
+    """Whether a tick's exchange runs beside that tick's compute, as this rule times it
+    (after a warm-up, if it has one). A rule that reads options takes the same keywords
+    here as when it is built."""
+    return False
 
   def schedule(self, tick: int) -> Schedule:
     return synchronous_schedule(tick, self.num_workers)
@@ -166,17 +176,18 @@ class SynchronousTimeline(Timeline):
 
 
 class PipelinedTimeline(Timeline):
-  """odsgd, pseudo_sync: step t's all-reduce overlaps step t+1's compute.
+  """pseudo_sync: step t's all-reduce overlaps step t+1's compute.
 
-  duration = max(max_i c_i + interference * min(allreduce(S), max_i c_i), allreduce(S));
-  during `warmup_steps` a synchronous tick, as ssgd's. Only communication that outlasts
-  the compute is exposed, and the compute pays for running beside it.
+  duration = max(max_i c_i + interference * min(allreduce(S), max_i c_i), allreduce(S)).
+  Only communication that outlasts the compute is exposed, and the compute pays for
+  running beside it.
   """
 
-  def __init__(self, workers, network, message_bytes, overlap=None, *, warmup_steps: int = 0,
-               **options):
-    super().__init__(workers, network, message_bytes, overlap, **options)
-    self.warmup_steps = warmup_steps
+  warmup_steps = 0  # synchronous ticks first (`WarmupPipelinedTimeline`)
+
+  @classmethod
+  def overlaps_compute(cls) -> bool:
+    return True
 
   def cost(self, tick, round_end=False, message_bytes=None, gathers=False):
     del round_end
@@ -191,6 +202,20 @@ class PipelinedTimeline(Timeline):
     return TickCost(duration, compute, np.full(self.num_workers, exposed), slowest - compute)
 
 
+class WarmupPipelinedTimeline(PipelinedTimeline):
+  """odsgd: `PipelinedTimeline` after `warmup_steps` synchronous ticks, each timed as
+  ssgd's (its overlapped all-reduce)."""
+
+  def __init__(self, workers, network, message_bytes, overlap=None, *, warmup_steps: int):
+    super().__init__(workers, network, message_bytes, overlap)
+    self.warmup_steps = warmup_steps
+
+  @classmethod
+  def overlaps_compute(cls, *, warmup_steps: int) -> bool:
+    del warmup_steps  # synchronous ticks first, then each beside the next tick's compute
+    return True
+
+
 class LocalSgdTimeline(Timeline):
   """local_sgd: every worker does each local step; a round ends when the slowest
   has done all of its steps, then the average is all-reduced.
@@ -199,8 +224,8 @@ class LocalSgdTimeline(Timeline):
   by how much the slowest worker's running total grew.
   """
 
-  def __init__(self, workers, network, message_bytes, overlap=None, **options):
-    super().__init__(workers, network, message_bytes, overlap, **options)
+  def __init__(self, workers, network, message_bytes, overlap=None):
+    super().__init__(workers, network, message_bytes, overlap)
     self.busy = np.zeros(self.num_workers)  # compute seconds since the round started
 
   def cost(self, tick, round_end=False, message_bytes=None, gathers=False):
@@ -229,8 +254,8 @@ class OscarsTimeline(Timeline):
   does s steps per tick on average. Nobody waits; a round end adds the all-reduce.
   """
 
-  def __init__(self, workers, network, message_bytes, overlap=None, **options):
-    super().__init__(workers, network, message_bytes, overlap, **options)
+  def __init__(self, workers, network, message_bytes, overlap=None):
+    super().__init__(workers, network, message_bytes, overlap)
     self.tick_length = workers.step_time
     self.progress = np.zeros(self.num_workers)  # time banked towards the next step
 
@@ -264,8 +289,8 @@ class AsynchronousTimeline(Timeline):
   its pull and its push: its staleness follows from the speeds.
   """
 
-  def __init__(self, workers, network, message_bytes, overlap=None, **options):
-    super().__init__(workers, network, message_bytes, overlap, **options)
+  def __init__(self, workers, network, message_bytes, overlap=None):
+    super().__init__(workers, network, message_bytes, overlap)
     message = network.message_time(self.message_bytes)
     self.message = message
     self.tick_length = workers.step_time / max(workers.speeds) + 2 * message
@@ -322,11 +347,16 @@ class GossipTimeline(Timeline):
   interference), exchange); step_first mixes after the step: max_i c_i + exchange.
   """
 
-  def __init__(self, workers, network, message_bytes, overlap=None, *, graph: str = "ring",
-               order: str = "combine_first", **options):
-    super().__init__(workers, network, message_bytes, overlap, **options)
+  def __init__(self, workers, network, message_bytes, overlap=None, *, graph: str,
+               order: str):
+    super().__init__(workers, network, message_bytes, overlap)
     self.graph, self.order = graph, order
     self.peers = len(gossip_offsets(graph, self.num_workers))
+
+  @classmethod
+  def overlaps_compute(cls, *, graph: str, order: str) -> bool:
+    del graph
+    return order == "combine_first"
 
   def exchange_time(self, message_bytes: float) -> float:
     if self.peers == 0:

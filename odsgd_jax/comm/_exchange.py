@@ -1,10 +1,8 @@
 """The one way a strategy's messages travel: `exchange`, with compression, error feedback,
 a dense warm-up and momentum correction, recording what each worker sent and how."""
 
-import contextlib
 import functools
-import threading
-from typing import Any, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -12,6 +10,7 @@ import jax.numpy as jnp
 from odsgd_jax import domains
 from odsgd_jax.comm import _collectives as coll
 from odsgd_jax.comm._compressors import Compressor, none, parse_compressor
+from odsgd_jax.comm._held import Held, held_mean
 
 
 class CommunicationState(NamedTuple):
@@ -134,48 +133,6 @@ def compressed_exchange(communication: Communication, tree: Any, state: Communic
                                        new_velocity, gathered)
 
 
-_held = threading.local()
-
-
-@contextlib.contextmanager
-def held_as_one_vector(vector: jax.Array, leaves: tuple[jax.Array, ...]) -> Iterator[None]:
-  """Inside: an uncompressed mean of a message that holds exactly `leaves` (these objects,
-  in this order) travels as `vector`, which holds them raveled and concatenated: one
-  operand of the all-reduce instead of one per tensor. The train step keeps a delayed
-  strategy's small pending tensors so between ticks (odsgd_jax/train/_programs.py); the
-  mean is the same sum, element by element."""
-  previous = getattr(_held, "message", None)
-  _held.message = (vector, leaves)
-  try:
-    yield
-  finally:
-    _held.message = previous
-
-
-def _held_mean(tree: Any, axis_name) -> Any | None:
-  """The mean of `tree` through its held vector (`held_as_one_vector`), or None when
-  `tree` is not the held message."""
-  held = getattr(_held, "message", None)
-  if held is None:
-    return None
-  vector, small = held
-  leaves, treedef = jax.tree.flatten(tree)
-  held_ids = {id(leaf) for leaf in small}  # `small` keeps them alive: ids are theirs
-  is_small = [id(leaf) in held_ids for leaf in leaves]
-  if [id(leaf) for leaf, s in zip(leaves, is_small, strict=True) if s] != [id(x) for x in small]:
-    return None
-  mean_vector, *large = jax.lax.pmean(
-      [vector, *[leaf for leaf, s in zip(leaves, is_small, strict=True) if not s]], axis_name)
-  large, means, start = iter(large), [], 0
-  for leaf, s in zip(leaves, is_small, strict=True):
-    if s:
-      means.append(mean_vector[start:start + leaf.size].reshape(leaf.shape))
-      start += leaf.size
-    else:
-      means.append(next(large))
-  return jax.tree.unflatten(treedef, means)
-
-
 def _dense_bits(tree: Any) -> jax.Array:
   return jnp.asarray(sum(x.size * x.dtype.itemsize * 8 for x in jax.tree.leaves(tree)),
                      jnp.float32)
@@ -188,7 +145,8 @@ def exchange(communication: Communication | None, tree: Any, state: Communicatio
 
   Args:
     communication: the compression (None: plain float32 collectives).
-    tree: this worker's message (gradients, model deltas).
+    tree: this worker's message (gradients, model deltas), or a message held for a tick
+      (`hold`: its small tensors travel as one operand of the all-reduce).
     state: the exchange's state (`init_state`); None without compression.
     axis_name: the worker axis (or tuple of axes).
     sending: whether this worker sends (False: it contributes zeros, keeps its residual).
@@ -204,12 +162,17 @@ def exchange(communication: Communication | None, tree: Any, state: Communicatio
     (mean or stacked messages, new state). The state records the bits this worker
     sent and whether they travelled as an all-gather: the simulated clock charges them.
   """
+  if isinstance(tree, Held):  # a message held for a tick (`hold`): its plain mean
+    if communication is not None or gather or exact:
+      raise TypeError("a held message (comm.hold) travels as a plain mean only: hold it "
+                      "with the exchange's communication, which keeps a compressed one a tree")
+    if sending is not None:
+      tree = _masked(tree, sending)
+    return held_mean(tree, axis_name), state
   if communication is None or exact:
     if sending is not None:
       tree = _masked(tree, sending)
-    held = None if gather or exact else _held_mean(tree, axis_name)
-    result = (held if held is not None else
-              coll.all_gather(tree, axis_name) if gather else jax.lax.pmean(tree, axis_name))
+    result = coll.all_gather(tree, axis_name) if gather else jax.lax.pmean(tree, axis_name)
     if state is not None:  # an exact message beside a compressed exchange
       sent = _dense_bits(tree) if sending is None else jnp.where(sending, _dense_bits(tree), 0.0)
       state = state._replace(bits=state.bits + sent)

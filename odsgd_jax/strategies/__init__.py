@@ -19,10 +19,9 @@ from odsgd_jax.strategies._odsgd import OdsgdState as OdsgdState
 from odsgd_jax.strategies._odsgd import odsgd as odsgd
 from odsgd_jax.strategies._pseudo_sync import PseudoSyncState as PseudoSyncState
 from odsgd_jax.strategies._pseudo_sync import pseudo_sync as pseudo_sync
-from odsgd_jax.strategies._local_sgd import LocalSgdState as LocalSgdState
-from odsgd_jax.strategies._local_sgd import OscarsState as OscarsState
+from odsgd_jax.strategies._rounds import LocalSgdState as LocalSgdState
 from odsgd_jax.strategies._local_sgd import local_sgd as local_sgd
-from odsgd_jax.strategies._local_sgd import oscars as oscars
+from odsgd_jax.strategies._oscars import oscars as oscars
 from odsgd_jax.strategies import _gossip  # noqa: F401 (registers gossip)
 from odsgd_jax.strategies._harness import AXIS as AXIS
 from odsgd_jax.strategies._harness import init_workers as init_workers
@@ -33,6 +32,7 @@ from odsgd_jax.strategies._registry import Example as Example
 from odsgd_jax.strategies._registry import StrategyDef as StrategyDef
 from odsgd_jax.strategies._registry import communication_field as communication_field
 from odsgd_jax.strategies._registry import get_strategy as get_strategy
+from odsgd_jax.strategies._registry import overlap_problem as overlap_problem
 from odsgd_jax.strategies._registry import register as register
 from odsgd_jax.strategies._spec import StrategySpec as StrategySpec
 from odsgd_jax.strategies._spec import resolve as resolve

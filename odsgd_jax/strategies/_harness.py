@@ -22,14 +22,14 @@ def worker_ticks(tx: optax.GradientTransformationExtraArgs, loss_and_grad: LossA
   """`tick(x, opt_state, t, schedule) -> (x, opt_state)` of every worker: x and opt_state
   carry a leading worker dimension, `t` and `schedule` are shared. Each worker takes its
   gradient at its own x, and `tx` (built with `axis_name=AXIS`) updates it. `from_tick`:
-  the strategy's tick conditions taken as known for ticks from it on
-  (`odsgd_jax.strategies.ticks.known_from`), as the train step's program for those ticks
+  the strategy's tick conditions taken as decided for the ticks from it on
+  (`odsgd_jax.strategies.ticks.from_tick`), as the train step's program for those ticks
   traces them. Not jitted: jit it, or call it inside a jitted loop."""
+  tx = ticks.from_tick(tx, from_tick)
 
   def worker_tick(x, opt_state, t, schedule):
     loss, grads = loss_and_grad(x, t, comm.worker_index(AXIS))
-    with ticks.known_from(from_tick):
-      updates, opt_state = tx.update(grads, opt_state, x, schedule=schedule, loss=loss)
+    updates, opt_state = tx.update(grads, opt_state, x, schedule=schedule, loss=loss)
     return optax.apply_updates(x, updates), opt_state
 
   return jax.vmap(worker_tick, in_axes=(0, 0, None, None), axis_name=AXIS)

@@ -133,7 +133,7 @@ def odsgd(
     zeros = optax.tree.zeros_like(params)
     momentum = zeros if local_optimizer == "momentum" else None
     return OdsgdState(global_params=params, inner_state=inner.init(params),
-                      pending_grads=zeros,
+                      pending_grads=comm.hold(zeros, communication),
                       local_momentum=momentum,
                       count=jnp.zeros((), jnp.int32),
                       communication=comm.init_state(communication, params),
@@ -151,7 +151,7 @@ def odsgd(
     return _local_step(local_optimizer, global_params, previous_global, grads, momentum,
                        local_lr_fn(count), local_momentum, local_weight_decay, dc_lambda)
 
-  def delayed_step(grads, state):
+  def delayed_step(grads, state, known_from):
     previous_mean, comm_state = comm.exchange(communication, state.pending_grads,
                                              state.communication, axis_name)
     fed, spike_state = previous_mean, state.spike
@@ -160,13 +160,13 @@ def odsgd(
     step, inner_state = inner.update(fed, state.inner_state, state.global_params)
     global_params = optax.apply_updates(state.global_params, step)
     # the first delayed step has nothing pending: W and the optimizers stay
-    has_previous = ticks.after(state.count, warmup_steps)
+    has_previous = ticks.after(state.count, warmup_steps, known_from)
     global_params = ticks.where(has_previous, global_params, state.global_params)
     inner_state = ticks.where(has_previous, inner_state, state.inner_state)
     spike_state = ticks.where(has_previous, spike_state, state.spike) if spike else None
     params, local = compensate(global_params, state.global_params, grads, state.local_momentum,
                                state.count, inner_state, spike_state)
-    return params, OdsgdState(global_params, inner_state, grads, local,
+    return params, OdsgdState(global_params, inner_state, comm.hold(grads, communication), local,
                               optax.safe_increment(state.count), comm_state, spike_state)
 
   def synchronous_step(grads, state):
@@ -181,13 +181,14 @@ def odsgd(
                                      state.local_momentum, optax.safe_increment(state.count),
                                      comm_state, spike_state)
 
-  def update_fn(grads, state, params=None, **extra_args):
+  def update_fn(grads, state, params=None, *, known_from: ticks.KnownFrom = 0, **extra_args):
     del extra_args
     # Without a warm-up the condition is False from the start: no conditional in the
     # program, and its only all-reduce reads P_i.
-    new_params, new_state = ticks.cond(ticks.before(state.count, warmup_steps),
-                                       synchronous_step, delayed_step, grads, state,
-                                       axis_name=axis_name)
+    new_params, new_state = ticks.cond(ticks.before(state.count, warmup_steps, known_from),
+                                       synchronous_step,
+                                       lambda grads, state: delayed_step(grads, state, known_from),
+                                       grads, state, axis_name=axis_name)
     return optax.tree.sub(new_params, params), new_state
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
@@ -200,7 +201,12 @@ def odsgd_model_params(worker_params: Any, worker_opt_state: OdsgdState) -> Any:
 
 
 register(StrategyDef(
-    "odsgd", odsgd, odsgd_model_params, timeline=cluster.PipelinedTimeline, sends=EVERY_TICK,
+    "odsgd", odsgd, odsgd_model_params, timeline=cluster.WarmupPipelinedTimeline,
+    sends=EVERY_TICK,
+    # the all-reduce reads P_i before this tick's gradient replaces it; a tensor's update
+    # does not wait for the other tensors' gradients, so the backward pass may still read
+    # the old parameters; the first ticks' selects keep the inner and spike states
+    replaced_each_tick=("params", "pending_grads", "inner_state", "spike"),
     # The authors' local 0.5 carries a 1/(B N) rescale: 0.5 / N = 0.0625 here (N = 8).
     # On mnist1d 0.1 does better on validation (docs/strategies.md):
     #   python scripts/sweep.py --config configs/default.py:odsgd \

@@ -122,7 +122,7 @@ def pseudo_sync(
     scalars = lambda value: jnp.full(len(jax.tree.leaves(params)), value, jnp.float32)
     return PseudoSyncState(
         inner_state=inner.init(params),
-        pending_grads=zeros,
+        pending_grads=comm.hold(zeros, communication),
         prediction=zeros,
         error_sum=scalars(0.0), abs_error_sum=scalars(0.0), alpha=scalars(1.0),
         count=jnp.zeros((), jnp.int32), communication=comm.init_state(communication, params),
@@ -130,12 +130,12 @@ def pseudo_sync(
         spike=delay.spike_init(params) if spike else None,
     )
 
-  def update_fn(grads, state, params=None, **extra_args):
+  def update_fn(grads, state, params=None, *, known_from: ticks.KnownFrom = 0, **extra_args):
     del extra_args
     previous_mean, comm_state = comm.exchange(communication, state.pending_grads,
                                              state.communication, axis_name)
     # the first gradient (count 1) has no history to smooth with
-    previous = ticks.where(ticks.at(state.count, 1), previous_mean, state.prediction)
+    previous = ticks.where(ticks.at(state.count, 1, known_from), previous_mean, state.prediction)
     if confidence == "adaptive":
       sums = jnp.array([_error_sums(g, s) for g, s in zip(
           jax.tree.leaves(previous_mean), jax.tree.leaves(previous), strict=True)])
@@ -155,13 +155,13 @@ def pseudo_sync(
     weights = state.weights if keeps_weights else params
     step, inner_state = inner.update(fed, state.inner_state, weights)
     # nothing is pending at count 0: no update, the state stays
-    started = ticks.after(state.count, 0)
+    started = ticks.after(state.count, 0, known_from)
     keep = lambda new, old: ticks.where(started, new, old)
     step = keep(step, optax.tree.zeros_like(step))
     inner_state = keep(inner_state, state.inner_state)
     weights = optax.apply_updates(weights, step)
     new_state = PseudoSyncState(
-        inner_state=inner_state, pending_grads=grads,
+        inner_state=inner_state, pending_grads=comm.hold(grads, communication),
         prediction=keep(prediction, state.prediction),
         error_sum=keep(error_sum, state.error_sum),
         abs_error_sum=keep(abs_error_sum, state.abs_error_sum),
@@ -199,6 +199,8 @@ def pseudo_sync_log(worker_opt_state: PseudoSyncState) -> dict[str, jax.Array]:
 register(StrategyDef(
     "pseudo_sync", pseudo_sync, pseudo_sync_model_params, timeline=cluster.PipelinedTimeline,
     sends=EVERY_TICK, log=pseudo_sync_log,
+    # as odsgd's: the all-reduce reads P_i before this tick's gradient replaces it
+    replaced_each_tick=("params", "pending_grads", "inner_state", "spike"),
     # The reconstruction's adaptive smoothing, with the delay corrections that make
     # ssgd's own optimizer stable for it (docs/delays.md):
     #   python scripts/sweep.py --config configs/default.py:pseudo_sync \

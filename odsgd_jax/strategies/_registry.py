@@ -6,9 +6,12 @@ import dataclasses
 import inspect
 from typing import Any, Callable, Mapping
 
+import jax
+import jax.numpy as jnp
 import optax
 
 from odsgd_jax import cluster, domains
+from odsgd_jax.strategies import _overlap
 
 SET_BY_TRAINER = ("axis_name", "inner_momentum")
 
@@ -63,8 +66,12 @@ class StrategyDef:
     examples: options it is tested with (the first: by every check of
       tests/test_conformance.py), each with the state it keeps.
     timeline: the strategy's rule on the simulated cluster, a class of
-      `odsgd_jax.cluster` built as `timeline(workers, network, message_bytes,
-      overlap, **options)`: the schedule it consumes and what a tick costs.
+      `odsgd_jax.cluster` built as `timeline(workers, network, message_bytes, overlap,
+      *, <options>)`: the schedule it consumes and what a tick costs. Each keyword it
+      takes must be an option of the factory (odsgd's warm-up: `warmup_steps`), and a
+      rule that runs a tick's exchange beside that tick's compute
+      (`overlaps_compute`) needs an update whose exchanges do not wait for the tick's
+      gradient (odsgd_jax/strategies/_overlap.py); both are checked here.
     sends: when its messages travel: `EVERY_TICK`, or `f(worker_opt_state) -> (N,) bool`,
       whether the tick just taken sent the round's message (local SGD's round ends; logged
       as `round_end`). The clock charges communication, and counts bits, on those ticks
@@ -84,6 +91,13 @@ class StrategyDef:
     inner_updates_per_tick: `f(num_workers)`, how many times a tick steps the
       inner optimizer (asgd: once per arriving gradient, N on a full tick). A
       learning-rate schedule written in ticks divides the inner count by it.
+    replaced_each_tick: the fields of its state (and "params", the worker's parameters)
+      that a tick replaces whole while it still reads their old values (odsgd: W, the
+      pending gradients, the inner state and spike's velocities, since the all-reduce reads
+      the pending gradients before this tick's replace them; oscars: the momentum, which a
+      select keeps for the workers the schedule leaves out). An algorithmic fact the train
+      step reads to choose what it donates (odsgd_jax/train/_programs.py); each name is
+      checked against the state's fields when it is registered.
   """
 
   name: str
@@ -97,6 +111,7 @@ class StrategyDef:
   log: Callable[[Any], dict[str, Any]] = _no_log
   communication_state: Callable[[Any], Any] = communication_field
   inner_updates_per_tick: Callable[[int], int] = lambda num_workers: 1
+  replaced_each_tick: tuple[str, ...] = ()
 
   def options(self) -> dict[str, Any]:
     """The factory's keyword options that a config sets, and their defaults (not
@@ -122,15 +137,65 @@ class StrategyDef:
   def takes(self, option: str) -> bool:
     return option in inspect.signature(self.make).parameters
 
+  def timeline_options(self, **options: Any) -> dict[str, Any]:
+    """The options its timeline reads, from `options` (the factory's defaults filling the
+    rest)."""
+    given = {**self.options(), **options}
+    return {name: given[name] for name in timeline_keywords(self.timeline)}
+
   def make_timeline(self, workers: cluster.Workers, network: cluster.Network,
                     message_bytes: float, overlap: cluster.Overlap | None = None,
                     **options: Any) -> cluster.Timeline:
-    """Its timeline rule, the factory's defaults filling the options not given."""
+    """Its timeline rule, built with the options it reads (`options`, as the factory
+    takes them; its defaults fill the rest)."""
     return self.timeline(workers, network, message_bytes, overlap,
-                         **{**self.options(), **options})
+                         **self.timeline_options(**options))
 
 
 STRATEGIES: dict[str, StrategyDef] = {}
+
+
+def timeline_keywords(timeline: type[cluster.Timeline]) -> tuple[str, ...]:
+  """The strategy options a timeline rule reads: the keyword-only parameters it is built
+  with."""
+  return tuple(name for name, p in inspect.signature(timeline.__init__).parameters.items()
+               if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+def _timeline_problem(definition: StrategyDef, options: dict[str, Any]) -> str | None:
+  """Why its timeline cannot time it: an option the rule reads that the factory lacks, a
+  rule that takes options by `**`, or an exchange timed beside the compute that waits
+  for the tick's gradient."""
+  timeline = definition.timeline
+  parameters = inspect.signature(timeline.__init__).parameters.values()
+  if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+    return (f"timeline {timeline.__name__} takes **options: name each option it reads as a "
+            f"keyword parameter")
+  lacking = [name for name in timeline_keywords(timeline) if name not in options]
+  if lacking:
+    return (f"timeline {timeline.__name__} reads option {lacking[0]!r}, which its factory does "
+            f"not take (options: {', '.join(sorted(options)) or 'none'}); give the factory "
+            f"that option or register another timeline")
+  # The first example here (a trace of its update, a fraction of a second on the first
+  # strategy); every example in tests/test_conformance.py.
+  return overlap_problem(definition, definition.examples[0].options)
+
+
+def overlap_problem(definition: StrategyDef, options: Mapping[str, Any]) -> str | None:
+  """Why `definition` with `options` cannot be timed by its timeline, if that rule runs a
+  tick's exchange beside the tick's compute: an exchange of its update that waits for the
+  tick's gradient (odsgd_jax/strategies/_overlap.py)."""
+  timeline = definition.timeline
+  if not timeline.overlaps_compute(**definition.timeline_options(**options)):
+    return None
+  waiting = _overlap.gradient_exchanges(definition.make, dict(options))
+  if not waiting:
+    return None
+  return (f"timeline {timeline.__name__} runs a tick's exchange beside that tick's compute, "
+          f"but with options {dict(options)} its update's {waiting[0]} reads this tick's "
+          f"gradient, so it cannot start before the backward pass ends; send only what the "
+          f"tick before left (pending gradients, the parameters the gradient is taken at), "
+          f"or register a timeline that waits (cluster.SynchronousTimeline)")
 
 
 def _problems(definition: StrategyDef) -> str | None:
@@ -147,9 +212,17 @@ def _problems(definition: StrategyDef) -> str | None:
           and issubclass(definition.timeline, cluster.Timeline)):
     return (f"timeline={definition.timeline!r}: name the rule it is timed by, a "
             f"cluster.Timeline such as cluster.SynchronousTimeline (docs/cluster.md lists them)")
+  problem = _timeline_problem(definition, options)
+  if problem is not None:
+    return problem
   if not (definition.sends == EVERY_TICK or callable(definition.sends)):
     return (f"sends={definition.sends!r}: say when it sends its messages, "
             f"strategies.EVERY_TICK or a function of its state (local SGD's round ends)")
+  named = set(definition.replaced_each_tick) - {"params"}
+  missing = sorted(named - set(_state_fields(definition))) if named else []
+  if missing:
+    return (f"replaced_each_tick names {missing}, which its state does not have (fields: "
+            f"{', '.join(_state_fields(definition))}; 'params': the worker's parameters)")
   for key, value in (definition.defaults or {}).items():
     if key not in options:
       return f"defaults: {key!r} is not an option of its factory (options: {sorted(options)})"
@@ -160,13 +233,24 @@ def _problems(definition: StrategyDef) -> str | None:
   return None
 
 
+def _state_fields(definition: StrategyDef) -> tuple[str, ...]:
+  """The fields of the strategy's state (its first example's), read off its `init` traced
+  on a stand-in model (shapes only: nothing is computed, JAX's backend does not start)."""
+  tx = definition.make(optax.identity(), axis_name="workers", **definition.examples[0].options)
+  state = jax.eval_shape(tx.init, {"kernel": jax.ShapeDtypeStruct((2, 3), jnp.float32)})
+  return tuple(getattr(state, "_fields", ()))
+
+
 def register(definition: StrategyDef) -> StrategyDef:
   """Makes `definition` a strategy that configs, studies and the tests can name.
 
   Raises:
     ValueError: the name is taken by another definition; the factory does not declare a
       domain for each of its options (`odsgd_jax.domains.declared`); it has no example; its
-      timeline or when it sends is not given; a default is not an option or not allowed.
+      timeline or when it sends is not given; its timeline reads an option the factory
+      lacks, or times as overlapped an exchange that waits for the tick's gradient; a
+      default is not an option or not allowed; a field it declares replaced each tick is
+      not in its state.
   """
   name = definition.name
   if STRATEGIES.get(name, definition) is not definition:

@@ -19,8 +19,6 @@ from odsgd_jax.train._optimizer import strategy_spec as strategy_spec
 from odsgd_jax.train._step import TrainState as TrainState
 from odsgd_jax.train._step import init_state as init_state
 from odsgd_jax.train._step import make_eval_step as make_eval_step
-from odsgd_jax.train._programs import REPLACED_EACH_TICK as REPLACED_EACH_TICK
-from odsgd_jax.train._programs import SMALL_TENSOR_BYTES as SMALL_TENSOR_BYTES
 from odsgd_jax.train._programs import TrainStep as TrainStep
 from odsgd_jax.train._programs import make_train_step as make_train_step
 from odsgd_jax.train._simulation import CLOCK_FILE as CLOCK_FILE

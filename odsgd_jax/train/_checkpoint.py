@@ -9,7 +9,7 @@ import jax
 import orbax.checkpoint as ocp
 from etils import epath
 
-from odsgd_jax import parallel
+from odsgd_jax import comm, parallel
 
 # How a file system says no, in the words of OSError and of TensorStore (which orbax
 # writes arrays with, and which reports errno's text inside a ValueError).
@@ -73,7 +73,8 @@ class Checkpoints:
   """A run's checkpoints under `workdir/checkpoints`, one folder per saved step.
 
   Each holds "state" (the whole `TrainState`: parameters, BatchNorm statistics,
-  strategy and inner-optimizer state, rng) and "progress" (each worker's data
+  strategy and inner-optimizer state, rng; a message held for a tick as its tree,
+  `comm.as_trees`) and "progress" (each worker's data
   position, the wall time spent so far, the simulated clock, and the run's
   identity: what must not change between a run and its resumption). Saves are
   asynchronous; `close` waits for the last one, so a run that stops on an error
@@ -108,7 +109,8 @@ class Checkpoints:
       self._manager.save(
           step,
           args=ocp.args.Composite(
-              state=ocp.args.StandardSave(state), progress=ocp.args.JsonSave(progress)
+              state=ocp.args.StandardSave(comm.as_trees(state)),
+              progress=ocp.args.JsonSave(progress)
           ),
       )
     except Exception as error:  # noqa: BLE001
@@ -160,9 +162,10 @@ class Checkpoints:
     if changed:
       raise CheckpointError(f"checkpoint {where} is from another run ({'; '.join(changed)}); "
                             f"{advice}")
-    target = jax.tree.map(
-        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), abstract_state
-    )
+    # Saved as trees (a held message's tensors each on its own), held again as this run's
+    # step holds them: the layout may change between a save and its restore.
+    target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
+                          comm.as_trees(abstract_state))
     try:
       state = self._manager.restore(
           step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))).state
@@ -170,7 +173,7 @@ class Checkpoints:
       _raise_if_peer_failure(error)
       raise CheckpointError(f"checkpoint {where} does not fit this config or is damaged "
                             f"({_first_line(error)}); {advice}") from error
-    return state, progress
+    return comm.held_like(state, abstract_state), progress
 
   def close(self) -> None:
     """Waits for the last save; a failed one raises `CheckpointError`. Once is enough:

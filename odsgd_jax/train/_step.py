@@ -10,7 +10,7 @@ import optax
 
 from odsgd_jax import parallel
 from odsgd_jax.cluster import Schedule
-from odsgd_jax.strategies import StrategyDef, ticks
+from odsgd_jax.strategies import StrategyDef
 
 
 class TrainState(NamedTuple):
@@ -83,7 +83,7 @@ class StepSetup:
 
 
 def train_step(state: TrainState, batch: dict[str, jax.Array], schedule: Schedule, *,
-               setup: StepSetup, norms: bool = False, from_tick: int = 0) -> tuple[TrainState, Any]:
+               setup: StepSetup, norms: bool = False) -> tuple[TrainState, Any]:
   """One tick of every worker: `(state, batch, schedule) -> (state, metrics)`. Pure.
 
   Every worker computes its loss and gradient on its own batch; the gradient is averaged
@@ -96,15 +96,11 @@ def train_step(state: TrainState, batch: dict[str, jax.Array], schedule: Schedul
 
   Args:
     norms: also the gradient, update and parameter norms (three passes over the model).
-    from_tick: the strategy's tick conditions are taken as known for ticks from this one
-      on (`strategies.ticks.known_from`): the program of the ticks from `from_tick` on.
   """
   worker_mesh, model = setup.worker_mesh, setup.model
 
   def apply_strategy(grads, opt_state, params, schedule, loss):
-    with ticks.known_from(from_tick):
-      updates, opt_state = setup.tx.update(grads, opt_state, params, schedule=schedule,
-                                           loss=loss)
+    updates, opt_state = setup.tx.update(grads, opt_state, params, schedule=schedule, loss=loss)
     return optax.apply_updates(params, updates), updates, opt_state
 
   strategy_update = parallel.per_worker_update(worker_mesh, apply_strategy,
