@@ -9,9 +9,11 @@ import sys
 
 import pytest
 
-from odsgd_jax.train import ConfigError, train_and_evaluate, validate_config
+from odsgd_jax.train import (SCHEMA, ConfigError, base_config, train_and_evaluate,
+                             validate_config)
+from odsgd_jax.train._schema import Field
 from configs import default, digits, mnist1d
-from odsgd_jax import parallel
+from odsgd_jax import domains, parallel
 from odsgd_jax.strategies import STRATEGIES
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -36,7 +38,7 @@ def _with(**changes):
         ({"data__batch_size": 100}, ["data.batch_size=100", "cluster.num_workers=8"]),
         ({"optimizer__learning_rate": 0.0}, ["optimizer.learning_rate=0.0", "(0, inf)"]),
         ({"optimizer__learning_rate": -0.1}, ["optimizer.learning_rate=-0.1", "(0, inf)"]),
-        ({"train__num_steps": 0}, ["train.num_steps=0", "positive"]),
+        ({"train__num_steps": 0}, ["train.num_steps=0", "an integer in [1, inf)"]),
         ({"optimizer__schedule": "linear"}, ["optimizer.schedule", "cosine", "step"]),
         ({"parallel__num_devices": 16}, ["parallel.num_devices=16", "8 devices"]),
         ({"strategy__compression": "topk:0.01,momentum=0.9"},  # inner momentum 0.9 too
@@ -70,33 +72,33 @@ def test_misspelt_key_is_named_with_a_suggestion():
     validate_config(config, num_available_devices=8)
 
 
-def test_the_fields_are_those_of_the_default_config(monkeypatch):
-  """The schema is derived from configs/default.py: a field it gains is a field of every
-  config, and a config without one of its fields names it."""
-  from odsgd_jax.train import _validate
-
+def test_the_library_owns_the_schema_and_checks_each_field_in_its_domain(monkeypatch):
+  """Every field of the fixed sections is the library's (`train.SCHEMA`: its default and
+  its domain, the default in it); configs/default.py is `train.base_config()` plus its
+  choices; a field added to the schema is a field of every config, checked in its
+  domain, and a config without it names it. The library imports nothing from configs/."""
+  for section, fields in SCHEMA.items():
+    for name, field in fields.items():
+      value = base_config()[section][name]
+      assert field.domain.problem(value) is None, (section, name)
+  assert set(default.get_config().keys()) == set(base_config().keys())
   config = default.get_config()
   config.train.new_field = 1
   with pytest.raises(ConfigError, match=r"unknown config field train\.new_field"):
     validate_config(config, num_available_devices=8)
-  grown = default.get_config
-
-  def with_new_field(arg=None):
-    config = grown(arg)
-    config.train.new_field = 1
-    return config
-
-  monkeypatch.setattr(default, "get_config", with_new_field)
-  _validate.schema.cache_clear()
-  try:
-    validate_config(default.get_config(), num_available_devices=8)  # now a known field
-    config = default.get_config()
-    del config.train.new_field
-    with pytest.raises(ConfigError, match=r"config field train\.new_field is missing"):
-      validate_config(config, num_available_devices=8)
-  finally:
-    monkeypatch.undo()
-    _validate.schema.cache_clear()
+  monkeypatch.setitem(SCHEMA["train"], "new_field", Field(1, domains.integer(0)))
+  validate_config(default.get_config(), num_available_devices=8)  # now a known field
+  config = default.get_config()
+  config.train.new_field = -1
+  with pytest.raises(ConfigError, match=r"^train\.new_field=-1 is out of range"):
+    validate_config(config, num_available_devices=8)
+  del config.train.new_field
+  with pytest.raises(ConfigError, match=r"config field train\.new_field is missing"):
+    validate_config(config, num_available_devices=8)
+  library = os.path.join(REPO, "odsgd_jax")
+  importing = [path for path in glob.glob(f"{library}/**/*.py", recursive=True)
+               if re.search(r"^\s*(from|import) configs", open(path).read(), re.MULTILINE)]
+  assert importing == []
 
 
 def test_option_of_another_strategy_or_model_is_rejected():

@@ -10,7 +10,7 @@ from odsgd_jax import domains
 from odsgd_jax.comm import _compressors, _exchange
 from odsgd_jax.strategies import STRATEGIES
 from odsgd_jax.strategies._registry import SET_BY_TRAINER
-from odsgd_jax.train import ConfigError, validate_config
+from odsgd_jax.train import SCHEMA, ConfigError, validate_config
 from odsgd_jax.train._optimizer import DOMAINS as OPTIMIZER_DOMAINS
 
 
@@ -69,6 +69,14 @@ def test_strategy_option_outside_its_domain(strategy, name, value):
                                         for value in bad_values(domain)])
 def test_optimizer_option_outside_its_domain(name, value):
   assert_one_line_naming(config_with("optimizer", name, value), f"optimizer.{name}={value!r}")
+
+
+@pytest.mark.parametrize("section,name,value", [
+    (section, name, value) for section, fields in SCHEMA.items() if section != "optimizer"
+    for name, field in fields.items() for value in bad_values(field.domain)])
+def test_config_field_outside_its_domain(section, name, value):
+  """Every field of the library's schema (`train.SCHEMA`), by the one loop that checks them."""
+  assert_one_line_naming(config_with(section, name, value), f"{section}.{name}={value!r}")
 
 
 @pytest.mark.parametrize("spec", [f"{name}:{value}" for name, domain

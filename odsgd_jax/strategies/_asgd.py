@@ -85,7 +85,7 @@ def asgd(
   """
   inner = optax.with_extra_args_support(inner)
   communication = comm.parse_communication(compression)
-  prediction_mode, spike = delay.parse_correction(correction)
+  prediction_mode, spike = delay.parse_correction(correction, inner_momentum)
   if prediction_mode == "replay":
     raise ValueError("asgd has no one-step replay: use correction='predict' or 'spike'")
 

@@ -46,10 +46,20 @@ CORRECTIONS = ("none", "predict", "replay", "spike", "predict+spike", "replay+sp
 CORRECTION = domains.choice(*CORRECTIONS)
 
 
-def parse_correction(correction: str) -> tuple[str, bool]:
-  """(prediction: "none", "predict" or "replay"; spike compensation: bool)."""
+def parse_correction(correction: str, inner_momentum: float) -> tuple[str, bool]:
+  """(prediction: "none", "predict" or "replay"; spike compensation: bool).
+
+  Raises:
+    ValueError: spike compensation asked for without heavy-ball momentum to correct.
+  """
   prediction = correction.removesuffix("+spike").removesuffix("spike") or "none"
-  return prediction, "spike" in correction
+  spike = "spike" in correction
+  if spike and not inner_momentum:
+    raise ValueError(
+        f"correction={correction!r}: spike compensation corrects heavy-ball momentum, and "
+        f"the inner optimizer has none (inner_momentum={inner_momentum}): use SGD with "
+        f"momentum (optimizer.name='sgd', optimizer.momentum > 0), or another correction")
+  return prediction, spike
 
 
 class SpikeState(NamedTuple):

@@ -121,7 +121,7 @@ def odsgd(
     Xu, Dong, Xu, Liao, OD-SGD: One-step Delay Stochastic Gradient Descent for
     Distributed Training, arXiv:2005.06728.
   """
-  prediction_mode, spike = delay.parse_correction(correction)
+  prediction_mode, spike = delay.parse_correction(correction, inner_momentum)
   if prediction_mode == "replay":
     raise ValueError("odsgd replays the global update through local_optimizer='replay', "
                      "not correction='replay'")

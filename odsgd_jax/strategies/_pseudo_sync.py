@@ -112,7 +112,7 @@ def pseudo_sync(
     al., Efficient and Robust Parallel DNN Training through Model Parallelism on
     Multi-GPU Platform (SpecTrain), arXiv:1809.02839 (weight prediction).
   """
-  prediction_mode, spike = delay.parse_correction(correction)
+  prediction_mode, spike = delay.parse_correction(correction, inner_momentum)
   keeps_weights = prediction_mode != "none"
   inner = optax.with_extra_args_support(inner)
   communication = comm.parse_communication(compression)

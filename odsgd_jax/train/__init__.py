@@ -21,6 +21,8 @@ from odsgd_jax.train._step import init_state as init_state
 from odsgd_jax.train._step import make_eval_step as make_eval_step
 from odsgd_jax.train._programs import TrainStep as TrainStep
 from odsgd_jax.train._programs import make_train_step as make_train_step
+from odsgd_jax.train._schema import SCHEMA as SCHEMA
+from odsgd_jax.train._schema import base_config as base_config
 from odsgd_jax.train._simulation import CLOCK_FILE as CLOCK_FILE
 from odsgd_jax.train._simulation import CONSTANT_FIELDS as CONSTANT_FIELDS
 from odsgd_jax.train._simulation import SimulatedClock as SimulatedClock

@@ -6,6 +6,7 @@ import ml_collections
 import optax
 
 from odsgd_jax import domains
+from odsgd_jax.comm import parse_communication
 from odsgd_jax.strategies import StrategySpec, resolve
 
 OPTIMIZERS = ("sgd", "adam")
@@ -79,13 +80,22 @@ def strategy_spec(config: ml_collections.ConfigDict) -> StrategySpec:
   e.g. {"learning_rate": 0.7, "momentum": 0.9, "nesterov": True}.
 
   Raises:
-    KeyError: an unknown strategy name. ValueError: an option it does not take, or a value
-      it does not accept (the message names the field).
+    KeyError: an unknown strategy name. ValueError: an option it does not take, a value it
+      does not accept (the message names the field), or a compression with momentum
+      correction over an optimizer that is not plain SGD (the correction is its momentum).
   """
   options = {k: v for k, v in config.strategy.to_dict().items() if k != "name"}
-  heavy_ball = config.optimizer.name == "sgd"
-  inner_momentum = float(config.optimizer.momentum) if heavy_ball else 0.0
+  optimizer = config.optimizer
+  heavy_ball = optimizer.name == "sgd"
+  inner_momentum = float(optimizer.momentum) if heavy_ball else 0.0
   num_workers = config.cluster.get("num_workers")
   known = isinstance(num_workers, int) and not isinstance(num_workers, bool) and num_workers > 0
-  return resolve(config.strategy.name, options, inner_momentum,
-                 num_workers if known else None)
+  spec = resolve(config.strategy.name, options, inner_momentum, num_workers if known else None)
+  communication = parse_communication(spec.options.get("compression"))  # checked: parses
+  if communication is not None and communication.momentum and (inner_momentum or not heavy_ball):
+    raise ValueError(
+        f"strategy.compression={options['compression']!r} applies momentum before the "
+        f"exchange (momentum correction), so the inner optimizer must be plain SGD: set "
+        f"optimizer.name='sgd' and optimizer.momentum=0 (now {optimizer.name!r}, "
+        f"{optimizer.momentum})")
+  return spec
