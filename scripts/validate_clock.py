@@ -2,7 +2,7 @@
 
   python scripts/validate_clock.py [--readme] [--fit] [--first-look] [--cross-validate]
 
-Predicts, for every case of odsgd_jax/study/clock_validation.py, the scaling efficiency of
+Predicts, for every case of odsgd_jax/cluster/measurements/cases.csv, the scaling efficiency of
 synchronous SGD from the setup's own numbers, and writes a table: case, source, published,
 the first look (for cases scored under the protocol), the prediction now, its error in
 points, the row's role, and the clock before validation beside it; then the summaries
@@ -11,8 +11,8 @@ while the model was built, a constant prediction for comparison, and the
 leave-one-family-out error. Seconds, but for --fit and --cross-validate.
 
 --first-look scores the cases of a batch that have no first look yet, with the clock as it
-stands, and prints them as the literal to store in FIRST_LOOKS (the protocol: once, in the
-commit that scores the batch).
+stands, and writes each into its row of cases.csv (the protocol: once, in the commit that
+scores the batch; a first look already there is never changed).
 
 --fit refits the constants marked fitted in odsgd_jax/cluster/_calibration.py on the
 fitted rows (coordinate descent over fixed grids until no constant moves, about 10
@@ -23,8 +23,10 @@ on 2 cores) and stores the folds in odsgd_jax/study/clock_error.json, which the 
 every scaling figure read.
 """
 
+import csv
 import dataclasses
 import json
+import os
 
 import numpy as np
 
@@ -122,15 +124,25 @@ def cross_validate() -> None:
         f"ranges {cv.constant_ranges(folds)}")
 
 
-def first_looks() -> str:
-  """The literal of FIRST_LOOKS with the batch's new first looks added."""
-  looks = dict(cv.FIRST_LOOKS)
-  for case in cv.CASES:
-    if case.batch_name and case.name not in looks:
-      looks[case.name] = (round(cv.predict(case), 4), cv.REVISION)
-  body = "".join(f"    {name!r}: ({value}, {revision}),\n"
-                 for name, (value, revision) in looks.items())
-  return f"FIRST_LOOKS: dict[str, tuple[float, int]] = {{\n{body}}}"
+def score_first_looks() -> list[str]:
+  """Fills the empty first look of every case of a protocol batch (its prediction now, to
+  4 places, and the clock's REVISION) in cases.csv, never changing one already there;
+  returns a line for each filled."""
+  path = os.path.join(cv.MEASUREMENTS, "cases.csv")
+  with open(path, encoding="utf-8", newline="") as f:
+    reader = csv.DictReader(f)
+    fields, rows = reader.fieldnames, list(reader)
+  filled = []
+  for row, case in zip(rows, cv.CASES, strict=True):
+    if case.batch_name and not row["first_look"]:
+      row["first_look"] = repr(round(cv.predict(case), 4))
+      row["first_look_revision"] = str(cv.REVISION)
+      filled.append(f"{case.name}: {row['first_look']} (revision {cv.REVISION})")
+  with open(path, "w", encoding="utf-8", newline="") as f:
+    writer = csv.DictWriter(f, fields, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+  return filled
 
 
 def main() -> None:
@@ -140,14 +152,15 @@ def main() -> None:
   parser.add_argument("--fit", action="store_true",
                       help="refit the fitted constants on the fitted rows and print them")
   parser.add_argument("--first-look", action="store_true",
-                      help="score the cases without a first look and print FIRST_LOOKS")
+                      help="score the cases without a first look and write their first "
+                      "looks into cases.csv")
   parser.add_argument("--cross-validate", action="store_true",
                       help="leave each fitted family out in turn; store the folds")
   args = parser.parse_args()
   if args.cross_validate:
     cross_validate()
   if args.first_look:
-    print(first_looks())
+    print("\n".join(score_first_looks()) or "no case without a first look")
     return
   if args.fit:
     values = cv.fit()

@@ -6,7 +6,12 @@ case worked out by hand; then the published-measurement validation (docs/clock.m
 fitted constants are what the fit gives, and the held-out rows meet the target.
 """
 
+import csv
+import dataclasses
+import importlib.util
 import json
+import os
+import shutil
 
 import numpy as np
 import pytest
@@ -17,6 +22,7 @@ from odsgd_jax.cluster import (Network, Overlap, PipelinedTimeline, SynchronousT
                                Workers, calibration)
 from odsgd_jax.models import gradient_profile
 from odsgd_jax.study import clock_validation as cv
+from tests.helpers import REPO
 
 
 def test_achieved_bandwidth_is_line_rate_times_the_transports_share():
@@ -172,16 +178,15 @@ def test_the_fitted_constants_are_the_fits_optimum():
 
 def test_first_looks_are_what_the_clock_predicts_until_a_revision():
   """A case scored under the protocol keeps its first look; while the clock has not been
-  revised since, the prediction now must be that first look (its literal's 4 decimals):
+  revised since, the prediction now must be that first look (its row's 4 decimals):
   a change to the model that moves a scored case without being recorded as a revision
   fails here."""
   scored = [case for case in cv.CASES if case.first_look is not None]
   assert len(scored) >= 15 and len({case.source for case in scored}) >= 3
   assert all(case.batch_name for case in scored)
   for case in scored:
-    value, revision = cv.FIRST_LOOKS[case.name]
-    if revision == cv.REVISION:
-      assert cv.predict(case) == pytest.approx(value, abs=6e-5), case.name
+    if case.first_look_revision == cv.REVISION:
+      assert cv.predict(case) == pytest.approx(case.first_look, abs=6e-5), case.name
 
 
 def test_held_out_first_looks_against_the_target():
@@ -371,3 +376,43 @@ def test_a_verdict_that_flips_inside_the_range_depends_on_the_clock(tcp_ring_run
   assert study.robustness([{"ssgd": group}], decide(slow_end - 1e-9), ranges) == [
       "depends on the clock: does not hold with tcp 0.5 (ranges tcp 0.5-1)"]
   assert study.robustness([{"ssgd": group}], decide(slow_end + 1.0), ranges) == ["yes"]
+
+
+def test_a_new_batch_is_rows_and_its_scoring_fills_only_empty_first_looks(tmp_path,
+                                                                         monkeypatch):
+  """A case of a batch entered without a first look gets the clock's prediction (4
+  places) and the revision, written into its row; the rows already scored stay as they
+  were, character for character."""
+  spec = importlib.util.spec_from_file_location(
+      "validate_clock", os.path.join(REPO, "scripts", "validate_clock.py"))
+  script = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(script)
+  shutil.copytree(cv.MEASUREMENTS, tmp_path / "measurements")
+  path = tmp_path / "measurements" / "cases.csv"
+  with open(path, newline="") as f:
+    reader = csv.DictReader(f)
+    header, rows = reader.fieldnames, list(reader)
+  blank = [i for i, case in enumerate(cv.CASES) if case.first_look is not None][-1]
+  rows[blank]["first_look"] = rows[blank]["first_look_revision"] = ""
+  with open(path, "w", newline="") as f:
+    writer = csv.DictWriter(f, header, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+  before = path.read_text().splitlines()
+  monkeypatch.setattr(cv, "MEASUREMENTS", str(tmp_path / "measurements"))
+  monkeypatch.setattr(cv, "CASES", tuple(
+      dataclasses.replace(case, first_look=None, first_look_revision=None) if i == blank
+      else case for i, case in enumerate(cv.CASES)))
+  filled = script.score_first_looks()
+  assert len(filled) == 1 and filled[0].startswith(cv.CASES[blank].name)
+  after = path.read_text().splitlines()
+  assert [line for i, line in enumerate(after) if i != blank + 1] == [
+      line for i, line in enumerate(before) if i != blank + 1]
+  with open(path, newline="") as f:
+    row = list(csv.DictReader(f))[blank]
+  assert float(row["first_look"]) == round(cv.predict(cv.CASES[blank]), 4)
+  assert int(row["first_look_revision"]) == cv.REVISION
+  monkeypatch.setattr(cv, "CASES", tuple(  # as cases.csv now reads
+      dataclasses.replace(case, first_look=float(row["first_look"])) if i == blank else case
+      for i, case in enumerate(cv.CASES)))
+  assert script.score_first_looks() == []  # never twice
