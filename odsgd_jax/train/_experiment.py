@@ -10,7 +10,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import ml_collections
-import optax
 from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -35,10 +34,7 @@ class Experiment:
   worker_mesh: parallel.WorkerMesh
   spec: DatasetSpec
   splits: Splits
-  model: Any
   strategy: StrategySpec  # the config's strategy and options, resolved once
-  tx: optax.GradientTransformationExtraArgs  # the strategy, as the train step runs it
-  lr_schedule: optax.Schedule
   steps_per_epoch: int
   train_step: TrainStep  # (state, batch, schedule, tick, norms) -> (state, packed metrics)
   eval_step: Any  # jitted (state, batch) -> (loss sum, correct)
@@ -165,7 +161,6 @@ def build_experiment(config: ml_collections.ConfigDict) -> Experiment:
                      parallel.WORKER_AXES)
   train_step = make_train_step(model, tx, worker_mesh, strategy.definition, lr_schedule)
   return Experiment(
-      config=config, worker_mesh=worker_mesh, spec=spec, splits=splits, model=model,
-      strategy=strategy, tx=train_step.setup.tx, lr_schedule=lr_schedule,
+      config=config, worker_mesh=worker_mesh, spec=spec, splits=splits, strategy=strategy,
       steps_per_epoch=steps_per_epoch, train_step=train_step,
       eval_step=make_eval_step(model, strategy.definition))
