@@ -62,6 +62,7 @@ _EQUAL_LAYERS = {
     "transformer_xl_large": (257_000_000, 18),  # Dai et al. 2019, Table 1 (WikiText-103
     # large); its 18 layers (the adaptive embedding shared with the softmax not apart)
     "bert_large": (340_000_000, 24),  # Devlin et al. 2019: BERT-large, 24 layers
+    "bert_base": (110_000_000, 12),  # Devlin et al. 2019: BERT-base, 12 layers
     "efficientnet_b0": (5_300_000, 18),  # Tan & Le 2019, Table 2; stem, 16 MBConv, head
     "efficientnet_b4": (19_000_000, 34),  # Tan & Le 2019, Table 2; stem, 32 MBConv, head
 }
@@ -69,9 +70,15 @@ _EQUAL_LAYERS = {
 # TensorFlow's parameter-server modes and Caffe2 send each variable on its own as soon as
 # it is ready; TensorFlow's replicated mode all-reduces the gradients once the backward
 # pass is done, and so do DeepLearningExamples' BERT scripts after the last accumulated
-# micro-batch (None: no overlap).
+# micro-batch (None: no overlap); PaddlePaddle's fused all-reduce sends groups of 32 MiB
+# (its BuildStrategy's fuse_grad_size_in_MB).
 BUCKETS = {"ddp": 25 * 2**20, "horovod": 64 * 2**20, "per_variable": 1.0,
-           "tf_replicated": None, "post_accumulation": None}
+           "tf_replicated": None, "post_accumulation": None, "paddle_fused": 32 * 2**20}
+# A case's inputs that its source does not state, each marked in the validation table:
+# the links or their line rates (taken from the hardware's documentation, or a bound),
+# the number of nodes, the batch per GPU, one GPU's rate (another table's or another
+# batch's), the library's bucketing.
+INFERRED = ("interconnect", "nodes", "batch", "compute", "library")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +112,7 @@ class Case:
   batch_name: str = ""  # the protocol's batch it came in ("": before the protocol)
   first_look: float | None = None  # the predicted efficiency when first scored, or None
   first_look_revision: int | None = None  # the clock's REVISION then
+  inferred: tuple[str, ...] = ()  # of INFERRED: inputs the source does not state
 
   @property
   def name(self) -> str:
@@ -148,7 +156,17 @@ def _case(row: dict[str, str]) -> Case:
       baseline_accumulation=int(row["baseline_accumulation"]),
       half_message=flag("half_message"), batch_name=row["batch_name"],
       first_look=float(row["first_look"]) if row["first_look"] else None,
-      first_look_revision=int(row["first_look_revision"]) if row["first_look"] else None)
+      first_look_revision=int(row["first_look_revision"]) if row["first_look"] else None,
+      inferred=_inferred(row["inferred"]))
+
+
+def _inferred(text: str) -> tuple[str, ...]:
+  marks = tuple(mark for mark in text.split(";") if mark)
+  unknown = sorted(set(marks) - set(INFERRED))
+  if unknown:
+    raise ValueError(f"cases.csv: inferred={text!r}: {unknown[0]!r} is not one of "
+                     f"{', '.join(INFERRED)}")
+  return marks
 
 
 CASES: tuple[Case, ...] = tuple(_case(row) for row in _rows("cases.csv"))
