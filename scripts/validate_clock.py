@@ -44,6 +44,81 @@ def summary(errors: np.ndarray, label: str) -> str:
           f"points, mean error {np.mean(errors):+.1f}")
 
 
+def pearson(predicted: np.ndarray, published: np.ndarray) -> float:
+  """Pearson's r between predictions and published values (nan where either is constant)."""
+  if len(predicted) < 2 or np.ptp(predicted) == 0 or np.ptp(published) == 0:
+    return float("nan")
+  return float(np.corrcoef(predicted, published)[0, 1])
+
+
+def scores(predicted: np.ndarray, published: np.ndarray) -> dict[str, float]:
+  """{"mae": mean absolute error in points, "within": cases within WITHIN points, "r"}."""
+  errors = 100 * (predicted - published)
+  return {"mae": float(np.mean(np.abs(errors))),
+          "within": int(np.sum(np.abs(errors) <= WITHIN)), "r": pearson(predicted, published)}
+
+
+def skill(predicted: np.ndarray, published: np.ndarray, constant: float) -> float:
+  """1 - MAE / MAE of predicting `constant` for every case: 0 is no better than the
+  constant, 1 is exact."""
+  return 1 - scores(predicted, published)["mae"] / scores(
+      np.full(len(published), constant), published)["mae"]
+
+
+def batches() -> list[str]:
+  """The protocol's batches, in the order their cases are listed."""
+  return list(dict.fromkeys(case.batch_name for case in cv.CASES if case.batch_name))
+
+
+def prior_median(batch: str) -> float:
+  """The constant fixed before a batch: the median published efficiency of every case
+  listed before the batch's first case."""
+  first = next(i for i, case in enumerate(cv.CASES) if case.batch_name == batch)
+  return float(np.median([case.published for case in cv.CASES[:first]]))
+
+
+def _skill_line(label: str, first: np.ndarray, ideal: np.ndarray, published: np.ndarray,
+                constant: float) -> str:
+  n = len(published)
+  ours, uncalibrated = scores(first, published), scores(ideal, published)
+  flat = scores(np.full(n, constant), published)
+  return (f"{label} ({n} cases): first looks MAE {ours['mae']:.1f} points, "
+          f"{ours['within']} of {n} within {WITHIN:g}, r {ours['r']:.2f}; the constant "
+          f"{constant:.1%}: MAE {flat['mae']:.1f}, {flat['within']} of {n}; the clock before "
+          f"calibration: MAE {uncalibrated['mae']:.1f}, {uncalibrated['within']} of {n}, "
+          f"r {uncalibrated['r']:.2f}; skill over the constant "
+          f"{skill(first, published, constant):+.2f}")
+
+
+def skill_table() -> str:
+  """For each protocol batch's first looks: MAE, cases within 10 points and Pearson r,
+  beside the constant fixed before the batch (the median of every earlier case) and the
+  clock before calibration; the skill over the constant; the same per source."""
+  ideal = np.array([cv.predict(case, cv.IDEAL) for case in cv.CASES])
+  lines = ["Produced by `python scripts/validate_clock.py --readme`. Each protocol batch's "
+           "first looks (the clock's predictions before any change they could inform) "
+           "against two references: a constant fixed before the batch (the median "
+           "published efficiency of every case listed before it) and the clock before "
+           "calibration (line rates, no fitted terms, each setup's topology, shards and "
+           "buckets). Skill: 1 - MAE / MAE of that constant (0: no better than it). "
+           "Targets for batch 2: MAE at most 0.6 x the constant's (skill at least 0.40) "
+           "and r at least 0.6.", ""]
+  for batch in batches():
+    index = [i for i, case in enumerate(cv.CASES)
+             if case.batch_name == batch and case.first_look is not None]
+    if not index:
+      continue
+    constant = prior_median(batch)
+    first = np.array([cv.CASES[i].first_look for i in index])
+    published = np.array([cv.CASES[i].published for i in index])
+    lines.append(f"- {_skill_line(f'batch {batch}', first, ideal[index], published, constant)}")
+    sources = list(dict.fromkeys(cv.CASES[i].source for i in index))
+    for source in sources:
+      mine = [k for k, i in enumerate(index) if cv.CASES[i].source == source]
+      lines.append(f"  - {_skill_line(source, first[mine], ideal[index][mine], published[mine], constant)}")
+  return "\n".join(lines)
+
+
 def role(index: int) -> str:
   case = cv.CASES[index]
   if case.batch_name:
@@ -60,9 +135,9 @@ def validation_table() -> str:
                  + (f" (vs {case.baseline_gpus})" if case.baseline_gpus > 1 else ""),
                  case.where, case.source, f"{case.published:.1%}", first,
                  f"{case.published + error / 100:.1%}", f"{error:+.1f}", role(index),
-                 f"{before:+.1f}"])
+                 f"{before:+.1f}", ", ".join(case.inferred) or "-"])
   header = ["#", "case", "setup", "source", "published", "first look", "predicted",
-            "error (points)", "row", "error before"]
+            "error (points)", "row", "error before", "inferred"]
   roles = [role(i) for i in range(len(cv.CASES))]
   scored = np.array([case.first_look is not None for case in cv.CASES])
   fitted = np.array([r == "fitted" for r in roles])
@@ -78,7 +153,10 @@ def validation_table() -> str:
       "(before the protocol, while the model was built) or the protocol's batch; 'error "
       "before': the clock before validation as its options reach it (links at line rate, "
       "noiseless workers, no interference or node contention; each setup's topology, "
-      "shards and buckets as in 'predicted'). Fitted constants: "
+      "shards and buckets as in 'predicted'); 'inferred': the inputs the source does not "
+      "state (interconnect: a link or its rate from the hardware's documentation, or a "
+      "bound; nodes; batch; compute: one GPU's rate from another table or batch; library: "
+      "its bucketing). Fitted constants: "
       + ", ".join(f"{name} = {value:g}" for name, value in calibration.fitted_values().items())
       + ".", "",
       study.markdown(header, rows), ""]
@@ -165,10 +243,11 @@ def main() -> None:
   if args.fit:
     values = cv.fit()
     print("fitted:", values, f"fitted-rows MAE {cv.fitted_error(values):.2f} points")
-  text = validation_table()
-  print(text)
+  text, skill_text = validation_table(), skill_table()
+  print(text + "\n\n" + skill_text)
   if args.readme:
     study.replace_section("clock_validation", text)
+    study.replace_section("clock_skill", skill_text)
 
 
 if __name__ == "__main__":

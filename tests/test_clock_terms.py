@@ -189,14 +189,55 @@ def test_first_looks_are_what_the_clock_predicts_until_a_revision():
       assert cv.predict(case) == pytest.approx(case.first_look, abs=6e-5), case.name
 
 
-def test_held_out_first_looks_against_the_target():
-  """docs/clock.md's held-out figure: the first looks of the protocol's batches, at least
-  85% within 10 points and a mean absolute error of at most 5 points (it says the figure
-  and the gap where a batch misses it)."""
+def test_batch_1_first_looks_against_the_target():
+  """docs/clock.md's held-out figure for batch 1: its first looks, at least 85% within 10
+  points and a mean absolute error of at most 5 points. Later batches are reported as
+  measured, a miss included (docs/clock.md), and are not held to it here."""
   errors = np.array([100 * (case.first_look - case.published) for case in cv.CASES
-                     if case.first_look is not None])
+                     if case.batch_name == "1"])
+  assert len(errors) == 45
   assert np.mean(np.abs(errors) <= 10) >= 0.85
   assert np.mean(np.abs(errors)) <= 5
+
+
+def _validate_clock_script():
+  spec = importlib.util.spec_from_file_location(
+      "validate_clock", os.path.join(REPO, "scripts", "validate_clock.py"))
+  script = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(script)
+  return script
+
+
+def test_skill_figures_by_hand():
+  """Pearson r, MAE, the count within 10 points and the skill over a constant, on numbers
+  worked by hand; the constant fixed before a batch is the median of every earlier case."""
+  script = _validate_clock_script()
+  predicted, published = np.array([0.9, 0.8, 0.7]), np.array([0.95, 0.75, 0.5])
+  got = script.scores(predicted, published)
+  assert got["mae"] == pytest.approx((5 + 5 + 20) / 3)
+  assert got["within"] == 2
+  # r by hand: deviations (0.1, 0, -0.1) and (0.2333, 0.0333, -0.2167)
+  dx, dy = np.array([0.1, 0, -0.1]), published - published.mean()
+  assert got["r"] == pytest.approx(dx @ dy / np.sqrt((dx @ dx) * (dy @ dy)))
+  # the constant 0.8 errs by 15, 5 and 30 points: MAE 50/3, so skill 1 - 10/(50/3) = 0.4
+  assert script.skill(predicted, published, 0.8) == pytest.approx(0.4)
+  assert script.skill(np.full(3, 0.8), published, 0.8) == pytest.approx(0.0)
+  assert np.isnan(script.pearson(np.full(3, 0.8), published))
+  before_batch_1 = [case.published for case in cv.CASES if not case.batch_name]
+  assert script.prior_median("1") == pytest.approx(np.median(before_batch_1))
+  assert script.prior_median("1") == pytest.approx(0.896, abs=5e-4)  # issue 49's figure
+  first_of_2 = next(i for i, case in enumerate(cv.CASES) if case.batch_name == "2")
+  assert script.prior_median("2") == pytest.approx(
+      np.median([case.published for case in cv.CASES[:first_of_2]]))
+
+
+def test_inferred_inputs_are_named_from_one_list(tmp_path):
+  """Every case's inferred inputs are of clock_validation.INFERRED, and a row naming
+  another is refused with the column, the value and the allowed names."""
+  assert all(set(case.inferred) <= set(cv.INFERRED) for case in cv.CASES)
+  assert any(case.inferred for case in cv.CASES)
+  with pytest.raises(ValueError, match="inferred='interconnect;guess'.*'guess'.*nodes"):
+    cv._inferred("interconnect;guess")
 
 
 def _case(**changes):
@@ -383,10 +424,7 @@ def test_a_new_batch_is_rows_and_its_scoring_fills_only_empty_first_looks(tmp_pa
   """A case of a batch entered without a first look gets the clock's prediction (4
   places) and the revision, written into its row; the rows already scored stay as they
   were, character for character."""
-  spec = importlib.util.spec_from_file_location(
-      "validate_clock", os.path.join(REPO, "scripts", "validate_clock.py"))
-  script = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(script)
+  script = _validate_clock_script()
   shutil.copytree(cv.MEASUREMENTS, tmp_path / "measurements")
   path = tmp_path / "measurements" / "cases.csv"
   with open(path, newline="") as f:
