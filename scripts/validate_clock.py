@@ -111,11 +111,13 @@ def skill_table() -> str:
     constant = prior_median(batch)
     first = np.array([cv.CASES[i].first_look for i in index])
     published = np.array([cv.CASES[i].published for i in index])
-    lines.append(f"- {_skill_line(f'batch {batch}', first, ideal[index], published, constant)}")
+    line = _skill_line(f"batch {batch}", first, ideal[index], published, constant)
+    lines.append(f"- {line}")
     sources = list(dict.fromkeys(cv.CASES[i].source for i in index))
     for source in sources:
       mine = [k for k, i in enumerate(index) if cv.CASES[i].source == source]
-      lines.append(f"  - {_skill_line(source, first[mine], ideal[index][mine], published[mine], constant)}")
+      line = _skill_line(source, first[mine], ideal[index][mine], published[mine], constant)
+      lines.append(f"  - {line}")
   return "\n".join(lines)
 
 
