@@ -69,6 +69,15 @@ def _is_small(leaf: Any) -> bool:
   return leaf.size * jnp.dtype(leaf.dtype).itemsize < SMALL_TENSOR_BYTES
 
 
+def _pack(leaves: list[Any], layout: _Layout, batch: tuple[int, ...] = ()) -> Held:
+  """`leaves` (of `layout.treedef`, each with leading axes `batch`) held as `layout` says."""
+  vector = jnp.concatenate(
+      [jnp.reshape(leaf, batch + (-1,))
+       for leaf, packed in zip(leaves, layout.packed, strict=True) if packed], axis=-1)
+  large = tuple(leaf for leaf, packed in zip(leaves, layout.packed, strict=True) if not packed)
+  return Held(vector, large, layout)
+
+
 def hold(tree: Any, communication: Any = None) -> Any:
   """`tree` (this worker's message, e.g. this tick's gradients) as the strategy keeps it
   for the next tick's `exchange`: a `Held` whose small tensors are one vector, or `tree`
@@ -79,10 +88,8 @@ def hold(tree: Any, communication: Any = None) -> Any:
   dtypes = {jnp.dtype(leaf.dtype) for leaf, s in zip(leaves, small, strict=True) if s}
   if communication is not None or len(dtypes) != 1:
     return tree
-  vector = jnp.concatenate([jnp.ravel(leaf) for leaf, s in zip(leaves, small, strict=True) if s])
-  large = tuple(leaf for leaf, s in zip(leaves, small, strict=True) if not s)
-  return Held(vector, large, _Layout(treedef, tuple(tuple(leaf.shape) for leaf in leaves),
-                                     tuple(small)))
+  return _pack(leaves, _Layout(treedef, tuple(tuple(leaf.shape) for leaf in leaves),
+                               tuple(small)))
 
 
 def held_mean(held: Held, axis_name) -> Any:
@@ -106,13 +113,6 @@ def held_like(trees: Any, like: Any) -> Any:
   def again(target, tree):
     if not _is_held(target):
       return tree
-    leaves = jax.tree.leaves(tree)
-    batch = jnp.shape(target.vector)[:-1]
-    vector = jnp.concatenate(
-        [jnp.reshape(leaf, batch + (-1,))
-         for leaf, packed in zip(leaves, target.layout.packed, strict=True) if packed], axis=-1)
-    large = tuple(leaf for leaf, packed in zip(leaves, target.layout.packed, strict=True)
-                  if not packed)
-    return Held(vector, large, target.layout)
+    return _pack(jax.tree.leaves(tree), target.layout, jnp.shape(target.vector)[:-1])
 
   return jax.tree.map(again, like, trees, is_leaf=_is_held)

@@ -26,10 +26,11 @@ COLLECTIVES = ("psum", "pmax", "pmin", "all_gather", "all_to_all", "ppermute",
                "psum_scatter", "reduce_scatter", "pbroadcast", "ragged_all_to_all")
 
 _AXIS, _NUM_WORKERS = "workers", 4
-# Shapes only: nothing here may start JAX's backend (a strategy registers on import, and
-# jax.distributed must start before the backend does).
-_STAND_IN = {"kernel": jax.ShapeDtypeStruct((2, 3), jnp.float32),
-             "bias": jax.ShapeDtypeStruct((3,), jnp.float32)}
+# The model the registration checks trace a strategy on. Shapes only: nothing here may
+# start JAX's backend (a strategy registers on import, and jax.distributed must start
+# before the backend does).
+STAND_IN = {"kernel": jax.ShapeDtypeStruct((2, 3), jnp.float32),
+            "bias": jax.ShapeDtypeStruct((3,), jnp.float32)}
 
 
 def _sub_jaxprs(eqn: Any) -> list[Any]:
@@ -73,7 +74,7 @@ def gradient_exchanges(make: Any, options: dict[str, Any]) -> list[str]:
   """The collectives of the settled ticks' update of `make(inner, axis_name, **options)`
   (one worker's, with the worker axis bound) whose operands depend on the tick's gradient."""
   tx = make(optax.sgd(0.1, momentum=0.9), axis_name=_AXIS, **options)
-  state = jax.eval_shape(tx.init, _STAND_IN)
+  state = jax.eval_shape(tx.init, STAND_IN)
   schedule = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype),
                           cluster.synchronous_schedule(0, _NUM_WORKERS))
   loss = jax.ShapeDtypeStruct((), jnp.float32)
@@ -83,11 +84,11 @@ def gradient_exchanges(make: Any, options: dict[str, Any]) -> list[str]:
       return tx.update(grads, state, params, schedule=schedule, loss=loss,
                        known_from=known_from)
     return jax.make_jaxpr(update, axis_env=[(_AXIS, _NUM_WORKERS)])(
-        _STAND_IN, state, _STAND_IN, schedule, loss)
+        STAND_IN, state, STAND_IN, schedule, loss)
 
   settled = ticks.settled_from(traced)
   closed = traced(settled)
-  gradient = len(jax.tree.leaves(_STAND_IN))  # the first inputs: this tick's gradient
+  gradient = len(jax.tree.leaves(STAND_IN))  # the first inputs: this tick's gradient
   found: list[str] = []
   _walk(closed.jaxpr, [i < gradient for i in range(len(closed.jaxpr.invars))], found)
   return found

@@ -7,7 +7,6 @@ import inspect
 from typing import Any, Callable, Mapping
 
 import jax
-import jax.numpy as jnp
 import optax
 
 from odsgd_jax import cluster, domains
@@ -237,7 +236,7 @@ def _state_fields(definition: StrategyDef) -> tuple[str, ...]:
   """The fields of the strategy's state (its first example's), read off its `init` traced
   on a stand-in model (shapes only: nothing is computed, JAX's backend does not start)."""
   tx = definition.make(optax.identity(), axis_name="workers", **definition.examples[0].options)
-  state = jax.eval_shape(tx.init, {"kernel": jax.ShapeDtypeStruct((2, 3), jnp.float32)})
+  state = jax.eval_shape(tx.init, _overlap.STAND_IN)
   return tuple(getattr(state, "_fields", ()))
 
 

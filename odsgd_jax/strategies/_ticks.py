@@ -37,7 +37,7 @@ class Decisions:
     self.ticks: list[int] = []
 
 
-KnownFrom = "int | Decisions"
+KnownFrom = int | Decisions
 
 
 def _decided(known_from: KnownFrom, tick: int) -> bool:

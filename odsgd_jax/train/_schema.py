@@ -48,7 +48,7 @@ def _speeds_problem(value: Any) -> str | None:
 _POSITIVE = domains.real(0, low_open=True)
 _NON_NEGATIVE = domains.real(0)
 _COUNT = domains.integer(1)
-_OR_NONE = lambda *choices: domains.choice("", *choices)  # "" : not set
+_OR_UNSET = lambda *choices: domains.choice("", *choices)  # "" : not set
 
 SCHEMA: dict[str, dict[str, Field]] = {
     "data": {
@@ -97,14 +97,14 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "node_contention": Field(calibration.NODE_CONTENTION.value, _NON_NEGATIVE),
         # achieved share of line rate: "" = a preset's own (the fields' bandwidth: as
         # given), or one of docs/clock.md's transports
-        "transport": Field("", _OR_NONE(*TRANSPORTS)),
+        "transport": Field("", _OR_UNSET(*TRANSPORTS)),
         # a reference workload (docs/cluster.md): its step time, batch and message win over
         # step_time and message_bytes
-        "workload": Field("", _OR_NONE(*WORKLOADS)),
+        "workload": Field("", _OR_UNSET(*WORKLOADS)),
         "straggler_prob": Field(0.0, domains.real(0, 1)),  # probability a step straggles ...
         "straggler_slowdown": Field(1.0, _POSITIVE),  # ... and by how much
         # a named network (docs/cluster.md): its numbers win over the 6 below
-        "preset": Field("", _OR_NONE(*PRESETS)),
+        "preset": Field("", _OR_UNSET(*PRESETS)),
         "topology": Field("ring", domains.choice(*TOPOLOGIES)),
         # bytes/s: CNN1D's all-reduce is ~37% of an ssgd tick
         "bandwidth": Field(1e7, _POSITIVE),
