@@ -175,7 +175,7 @@ def test_clearly_faster_at_every_target_holds():
 def test_faster_to_the_primary_target_but_slower_to_another_does_not_hold():
   row = {"95%": _speed_row(FAST, BASE), "99%": _speed_row(BASE, FAST)}
   [verdict] = speed_verdicts([row], primary="95%")
-  assert verdict.outcome == DOES_NOT_HOLD and "slower to the 99%" in verdict.reason
+  assert verdict.outcome == DOES_NOT_HOLD and "slower by > 5% to the 99%" in verdict.reason
   # Holm over the row's two "against" tests: 2 x 2^-12
   assert verdict.p_value == pytest.approx(2 * 2 ** -12)
 
@@ -186,13 +186,13 @@ SAME = [10.0] * 7  # seven seeds reaching at the same time
 def test_a_double_miss_is_a_tie_not_a_ratio_of_run_ends():
   """Seven equal seeds and five where neither arm reaches, the strategy's runs ending at
   100 and the baseline's at 150 (the old rule: 1.5 on those five, "holds", 1.19x). Cut at
-  100, they are ties: the speedup is exactly 1, and with every seed below the minimum
-  relevant 5% the claim is refuted: P(W+ <= 0) = 2^-12."""
+  100, they are ties, left out of the tests: the speedup is exactly 1, and with the seven
+  measured seeds below the minimum relevant 5% the claim is refuted: P(W+ <= 0) = 2^-7."""
   row = {"95%": _speed_row(SAME + [100.0] * 5, SAME + [150.0] * 5,
                            [True] * 7 + [False] * 5, [True] * 7 + [False] * 5,
                            strategy_end=100.0, baseline_end=150.0)}
   assert row["95%"].speedup == pytest.approx(1.0) and row["95%"].both_censored == 5
-  assert row["95%"].p_faster == 1.0 and row["95%"].p_not_faster == pytest.approx(2 ** -12)
+  assert row["95%"].p_faster == 1.0 and row["95%"].p_not_faster == pytest.approx(2 ** -7)
   [verdict] = speed_verdicts([row], primary="95%")
   assert verdict.outcome == DOES_NOT_HOLD and "not faster by 5%" in verdict.reason
 
@@ -239,16 +239,59 @@ def test_a_tiny_constant_gain_is_not_faster():
 
 
 def test_slower_at_another_target_needs_holm_to_refute_and_blocks_holding_alone():
-  """At 99% the log ratios are 0.02 x rank, positive only at ranks 2 and 12: W+ = 14,
-  P(W+ <= 14) = 107 / 4096 = 0.026 unadjusted. Holm over the row's two "against" tests
-  doubles it to 0.052: not "does not hold" (the old rule said it was); unadjusted it still
-  keeps the row from holding."""
-  logs = [0.02 * rank * (1 if rank in (2, 12) else -1) for rank in range(1, 13)]
+  """At 99%, beyond the 5% minimum, the log ratios are 0.02 x rank, positive only at
+  ranks 2 and 12: W+ = 14, P(W+ <= 14) = 107 / 4096 = 0.026 unadjusted. Holm over the
+  row's two "against" tests doubles it to 0.052: not "does not hold" (an older rule said
+  it was); unadjusted it still keeps the row from holding."""
+  relevant = math.log(verdicts.MIN_SPEEDUP)
+  logs = [0.02 * rank * (1 if rank in (2, 12) else -1) - relevant for rank in range(1, 13)]
   row = {"95%": _speed_row(FAST, BASE),
          "99%": _speed_row([10.0 * math.exp(-v) for v in logs], [10.0] * 12)}
   assert row["99%"].p_slower == pytest.approx(107 / 4096)
   [verdict] = speed_verdicts([row], primary="95%")
   assert verdict.outcome == INCONCLUSIVE and "before adjustment" in verdict.reason
+
+
+def test_a_tiny_slowdown_at_another_target_is_no_evidence_of_slower():
+  """Twice as fast to the primary and 99% targets on every seed, and 0.1% slower to the
+  90% target on every seed, deterministically. 0.1% is below the minimum relevant
+  difference, which applies to "slower" as to "faster": no test finds it slower (the old
+  rule: p_slower 2^-12, "does not hold")."""
+  row = {"90%": _speed_row([t * 1.001 for t in BASE], BASE),
+         "95%": _speed_row([t / 2 for t in BASE], BASE),
+         "99%": _speed_row([t / 2 for t in BASE], BASE)}
+  assert row["90%"].p_slower == 1.0 and row["90%"].p_slower_worst == 1.0
+  [verdict] = speed_verdicts([row], primary="95%")
+  assert verdict.outcome == HOLDS and verdict.p_value == pytest.approx(2 ** -12)
+  # 10% slower there is slower by more than the minimum, on every seed: refuted
+  row["90%"] = _speed_row([t * 1.1 for t in BASE], BASE)
+  [verdict] = speed_verdicts([row], primary="95%")
+  assert verdict.outcome == DOES_NOT_HOLD and "slower by > 5% to the 90%" in verdict.reason
+
+
+def test_ties_carry_no_evidence_in_the_shifted_tests():
+  """One seed twice as fast and eleven where neither arm reaches by the common horizon.
+  The eleven ties are left out of every test (the old rule put them at -log 1.05 in the
+  shifted tests: p_not_faster 0.017 and "does not hold"); one seed cannot decide."""
+  reached = [True] + [False] * 11
+  row = {"95%": _speed_row([5.0] + [100.0] * 11, [10.0] + [100.0] * 11, reached, reached,
+                           strategy_end=100.0, baseline_end=100.0)}
+  assert row["95%"].both_censored == 11
+  assert row["95%"].p_faster == pytest.approx(1 / 2) and row["95%"].p_not_faster == 1.0
+  assert row["95%"].p_slower == 1.0
+  [verdict] = speed_verdicts([row], primary="95%")
+  assert verdict.outcome == INCONCLUSIVE
+
+
+def test_a_cell_names_the_rule_that_decided_it():
+  """A row faster at the primary target but blocked by seeds that never reach 99% says
+  so, not the primary test's p alone."""
+  row = {"95%": _speed_row(FAST, BASE),
+         "99%": _speed_row([20.0] * 9 + [60.0] * 3, [40.0] * 12,
+                           [True] * 9 + [False] * 3, strategy_end=60.0, baseline_end=100.0)}
+  [verdict] = speed_verdicts([row], primary="95%")
+  assert verdict.outcome == INCONCLUSIVE
+  assert verdict.cell().startswith("**inconclusive**: 3 of 12 seeds never reach the 99% target")
 
 
 def test_when_neither_reaches_the_speed_claim_is_inconclusive():

@@ -12,7 +12,8 @@ The rules (docs/results.md, "How a claim is decided", says them in words):
 - "Faster" is time to a target accuracy on the validation split, at several targets (a
   primary one and others), every seed counted. Each pair of runs (strategy and baseline,
   one seed) is cut at the common horizon, the shorter run's end: a seed where neither
-  reached by then is a tie; one where only one arm reached is known on one side only, and
+  reached by then is a tie, left out of every test; one where only one arm reached is
+  known on one side only, and
   each test takes the side least favourable to the conclusion it can draw (a strategy that
   never arrived counts as never arriving in the tests that can make it hold; a baseline
   that never arrived, likewise, in those that can make it not hold). The tests are exact
@@ -20,9 +21,11 @@ The rules (docs/results.md, "How a claim is decided", says them in words):
   "never" as a rank. A row holds when it is faster by more than MIN_SPEEDUP at the primary
   target (Holm across the rows), no seed of the strategy never reached a target the
   baseline reached (at any target: its expected time is then unbounded, whatever the
-  other seeds do), and no target shows it slower before adjustment. It does not hold when
-  it is not faster by MIN_SPEEDUP at the primary target or slower at another one, Holm
-  across all those tests of the table; otherwise it is inconclusive. The speedup printed
+  other seeds do), and no target shows it slower by more than MIN_SPEEDUP before
+  adjustment. It does not hold when it is not faster by MIN_SPEEDUP at the primary target
+  or slower by more than MIN_SPEEDUP at another one, Holm across all those tests of the
+  table; otherwise it is inconclusive. The minimum relevant difference applies on both
+  sides: a 0.1% slowdown is no evidence of "slower". The speedup printed
   is the geometric mean of the ratios with censored times at the horizon and its paired-t
   interval: a description, not the test.
 - A paper's numeric figure is reproduced when every measured value is within TOLERANCE
@@ -52,14 +55,16 @@ def speed_rule(baseline: str) -> str:
   """The "faster" rule in a sentence, for a table's caption."""
   return (f"Speedup: geometric mean over all seeds of {baseline}'s time over the strategy's "
           f"with its 95% interval, each pair of runs cut at the shorter one's end (a seed "
-          f"that neither reaches by then is a tie; a censored time stands at that end; the "
+          f"that neither reaches by then is a tie, left out of the tests; a censored time "
+          f"stands at that end; the "
           f"count of seeds that never reach is given). \"Faster\" holds when an exact "
           f"one-sided signed-rank test finds it faster by more than "
           f"{100 * (MIN_SPEEDUP - 1):g}% at the primary target (Holm across the rows, a "
           f"seed that never reaches counting as never arriving), no seed of the strategy "
-          f"never reaches a target {baseline} reached, and no target shows it slower before "
-          f"adjustment; it does not hold when it is not faster by {100 * (MIN_SPEEDUP - 1):g}% "
-          f"at the primary target or slower at another (Holm across all those tests of the "
+          f"never reaches a target {baseline} reached, and no target shows it slower by more "
+          f"than {100 * (MIN_SPEEDUP - 1):g}% before adjustment; it does not hold when it is "
+          f"not faster by {100 * (MIN_SPEEDUP - 1):g}% at the primary target or slower by more "
+          f"than {100 * (MIN_SPEEDUP - 1):g}% at another (Holm across all those tests of the "
           f"table).")
 
 
@@ -71,6 +76,7 @@ class Verdict:
   outcome: str  # HOLDS, DOES_NOT_HOLD or INCONCLUSIVE
   reason: str
   p_value: float = math.nan
+  decided_by: str = ""  # for a table cell: the figure, and the rule when not the primary test
 
   def format(self) -> str:
     return f"**{self.outcome}**: {self.reason}"
@@ -78,6 +84,10 @@ class Verdict:
   def brief(self) -> str:
     """The outcome and its p-value, for a table cell."""
     return self.outcome if math.isnan(self.p_value) else f"{self.outcome} (Holm {_p(self.p_value)})"
+
+  def cell(self) -> str:
+    """A table cell: the outcome in bold and what decided it."""
+    return f"**{self.outcome}**: {self.decided_by or self.reason}"
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -155,18 +165,23 @@ def accuracy_verdicts(tests: Sequence[AccuracyTest], alpha: float = ALPHA) -> li
   for test, p_ok, p_bad in zip(tests, noninferior, inferior, strict=True):
     points = (f"{test.difference.format(1, 100, sign=True)} points (one-sided 95% lower bound "
               f"{100 * test.lower_bound:+.1f}), margin -{100 * test.margin:g}")
+    figure = f"{test.difference.format(1, 100, sign=True)} points"
     if p_ok < alpha and test.diverged:  # no accuracy there: it cannot be called similar
       verdicts.append(Verdict(INCONCLUSIVE, f"non-inferior, {points}, Holm {_p(p_ok)}, but "
-                                            f"{test.diverged} seed(s) diverged", p_ok))
+                                            f"{test.diverged} seed(s) diverged", p_ok,
+                              f"{test.diverged} seed(s) diverged ({figure})"))
     elif p_ok < alpha:
-      verdicts.append(Verdict(HOLDS, f"non-inferior, {points}, Holm {_p(p_ok)}", p_ok))
+      verdicts.append(Verdict(HOLDS, f"non-inferior, {points}, Holm {_p(p_ok)}", p_ok,
+                              f"{figure}, non-inferior (Holm {_p(p_ok)})"))
     elif p_bad < alpha:
       verdicts.append(Verdict(DOES_NOT_HOLD, f"lower by more than the margin, {points}, "
-                                             f"Holm {_p(p_bad)}", p_bad))
+                                             f"Holm {_p(p_bad)}", p_bad,
+                              f"{figure}, lower by > {100 * test.margin:g} (Holm {_p(p_bad)})"))
     else:
       verdicts.append(Verdict(INCONCLUSIVE, f"{points}; neither non-inferior nor inferior at "
                                             f"Holm p < {alpha:g} (non-inferior: {_p(p_ok)})",
-                              p_ok))
+                              p_ok, f"{figure}, neither non-inferior nor inferior (Holm "
+                                    f"{_p(p_ok)} for non-inferior)"))
   return verdicts
 
 
@@ -201,6 +216,7 @@ class _Cut:
   worst: float
   best: float
   capped: float
+  tie: bool = False  # neither arm reached by the horizon: no evidence either way
 
 
 def _cut(strategy: Arrival, baseline: Arrival) -> _Cut:
@@ -218,7 +234,7 @@ def _cut(strategy: Arrival, baseline: Arrival) -> _Cut:
     return _Cut(-math.inf, bound, bound)
   worst = -math.inf if baseline.reached and not strategy.reached else 0.0
   best = math.inf if strategy.reached and not baseline.reached else 0.0
-  return _Cut(worst, best, 0.0)
+  return _Cut(worst, best, 0.0, tie=worst == best == 0.0)
 
 
 def signed_rank(values: Sequence[float]) -> tuple[float, float]:
@@ -256,7 +272,8 @@ class SpeedTest:
       that never arrived counts as never arriving, the worst case).
     p_not_faster: one-sided p of "faster by less than `min_speedup`" (a baseline that never
       arrived counts as never arriving, the strategy's best case).
-    p_slower: one-sided p of "slower" (the strategy's best case, as `p_not_faster`).
+    p_slower: one-sided p of "slower by more than `min_speedup`" (the strategy's best
+      case, as `p_not_faster`).
     p_slower_worst: the same with the worst case (a strategy that never arrived never
       does): the veto that keeps a row from holding.
     min_speedup: the smallest speedup that counts as faster.
@@ -304,16 +321,19 @@ def speed_test(strategy: Mapping[int, Arrival], baseline: Mapping[int, Arrival],
   if not seeds:
     return SpeedTest(*[math.nan] * 6, min_speedup, 0, 0, 0, 0)
   cut = [_cut(strategy[s], baseline[s]) for s in seeds]
-  worst = np.asarray([c.worst for c in cut])
-  best = np.asarray([c.best for c in cut])
   capped = np.asarray([c.capped for c in cut])
+  # A tie says nothing about either direction: it is left out of every test (the shifted
+  # ones too, where it would otherwise stand at -relevant and vote "not faster").
+  evidence = [c for c in cut if not c.tie]
+  worst = np.asarray([c.worst for c in evidence])
+  best = np.asarray([c.best for c in evidence])
   reached = [(strategy[s].reached, baseline[s].reached) for s in seeds]
   interval = mean_ci(capped)
-  relevant = math.log(min_speedup)
+  relevant = math.log(min_speedup)  # the minimum relevant difference, on both sides
   p_faster, _ = signed_rank(worst - relevant)
   _, p_not_faster = signed_rank(best - relevant)
-  _, p_slower = signed_rank(best)
-  _, p_slower_worst = signed_rank(worst)
+  _, p_slower = signed_rank(best + relevant)
+  _, p_slower_worst = signed_rank(worst + relevant)
   return SpeedTest(
       speedup=math.exp(interval.mean),
       low=math.exp(interval.mean - interval.half_width) if len(seeds) >= 2 else math.nan,
@@ -333,8 +353,9 @@ def speed_verdicts(rows: Sequence[Mapping[str, SpeedTest]], primary: str,
   """The verdicts of a table's speed rows ({target name: SpeedTest}, `primary` among
   them). "Holds": faster by more than the minimum relevant speedup at `primary`, Holm
   across the rows, with no seed of the strategy that never reached a target the baseline
-  reached and no unadjusted sign of "slower" at any target. "Does not hold": not faster by
-  the minimum at `primary`, or slower at another target, Holm across every such test of
+  reached and no unadjusted sign of "slower by more than the minimum" at any target. "Does
+  not hold": not faster by the minimum at `primary`, or slower by more than it at another
+  target, Holm across every such test of
   the table. Otherwise inconclusive; always so where neither ever reaches `primary`."""
   faster = holm([row[primary].p_faster for row in rows])
   against = [(i, name, test.p_not_faster if name == primary else test.p_slower)
@@ -348,30 +369,45 @@ def speed_verdicts(rows: Sequence[Mapping[str, SpeedTest]], primary: str,
     relevant = f"{100 * (main.min_speedup - 1):g}%"
     detail = (f"{main.format()} to the {primary} target, Holm {_p(p_faster)} for faster by > "
               f"{relevant}")
+    figure = f"{main.format()} to {primary}"
     if main.seeds == main.both_censored:  # no arrival to compare: no verdict either way
-      verdicts.append(Verdict(INCONCLUSIVE, f"neither reaches the {primary} target"))
+      verdicts.append(Verdict(INCONCLUSIVE, f"neither reaches the {primary} target",
+                              decided_by=f"neither arm reaches the {primary} target"))
       continue
     if mine:
       name, p = min(mine, key=lambda pair: pair[1])
       reasons = [f"not faster by {relevant} to the {n} target" if n == primary
-                 else f"slower to the {n} target" for n, _ in mine]
+                 else f"slower by > {relevant} to the {n} target" for n, _ in mine]
+      decided = (f"{figure}, not faster by > {relevant} (Holm {_p(p)})" if name == primary
+                 else f"slower by > {relevant} to the {name} target, {row[name].format()} "
+                      f"(Holm {_p(p)})")
       verdicts.append(Verdict(DOES_NOT_HOLD, f"{detail}; {_listed(reasons)} (Holm "
-                                             f"{_p(p)})", p))
+                                             f"{_p(p)})", p, decided))
       continue
     never = [name for name, test in row.items() if test.strategy_censored]
     hinted = [name for name, test in row.items() if test.p_slower_worst < alpha]
     if p_faster < alpha and not never and not hinted:
-      verdicts.append(Verdict(HOLDS, detail, p_faster))
+      verdicts.append(Verdict(HOLDS, detail, p_faster,
+                              f"{figure}, faster by > {relevant} (Holm {_p(p_faster)})"))
     elif p_faster < alpha and never:
       counts = ", ".join(f"{row[n].strategy_censored} at {n}" for n in never)
+      first = never[-1]
+      decided = (f"{row[first].strategy_censored} of {row[first].seeds} seeds never reach the "
+                 f"{first} target the baseline reached ({figure}, Holm {_p(p_faster)})")
       verdicts.append(Verdict(INCONCLUSIVE, f"{detail}, but seeds never reached a target "
-                                            f"the baseline reached ({counts})", p_faster))
+                                            f"the baseline reached ({counts})", p_faster,
+                              decided))
     elif p_faster < alpha:
-      verdicts.append(Verdict(INCONCLUSIVE, f"{detail}, but slower to the {_listed(hinted)} "
+      decided = (f"slower by > {relevant} to the {_listed(hinted)} target before adjustment "
+                 f"({figure}, Holm {_p(p_faster)})")
+      verdicts.append(Verdict(INCONCLUSIVE, f"{detail}, but slower by > {relevant} to the "
+                                            f"{_listed(hinted)} "
                                             f"target{'s' if len(hinted) > 1 else ''} before "
-                                            f"adjustment", p_faster))
+                                            f"adjustment", p_faster, decided))
     else:
-      verdicts.append(Verdict(INCONCLUSIVE, detail, p_faster))
+      verdicts.append(Verdict(INCONCLUSIVE, detail, p_faster,
+                              f"{figure}, neither faster nor not faster by > {relevant} "
+                              f"(Holm {_p(p_faster)} for faster)"))
   return verdicts
 
 
