@@ -155,6 +155,9 @@ def test_grid_names_seeds_and_overrides():
   config = specs[2].build()
   assert (config.strategy.name, config.optimizer.learning_rate, config.train.num_steps,
           config.train.seed) == ("ssgd", 0.05, 7, 2)
+  assert config.cluster.seed == 2  # each seed resamples the cluster's noise
+  pinned = study.RunSpec("a", "configs/default.py:ssgd", 2, (("cluster.seed", 9),)).build()
+  assert (pinned.train.seed, pinned.cluster.seed) == (2, 9)  # unless an override pins it
   assert study.parse_seeds("0,3,5-6") == [0, 3, 5, 6]
   assert study.parse_value("(1, 2)") == (1, 2) and study.parse_value("ring") == "ring"
 

@@ -72,7 +72,10 @@ class RunSpec:
     label: the group it belongs to, e.g. "odsgd" or "topk:0.01": runs of one group
       differ only in their seed, and groups are compared seed by seed.
     config: "file.py" or "file.py:arg" (a strategy name for the configs here).
-    seed: `train.seed`: initial parameters and data order.
+    seed: `train.seed`: initial parameters and data order; and `cluster.seed`, the
+      cluster's noise and stragglers, unless an override sets it: each seed resamples the
+      timing noise, so intervals over seeds cover it, and the runs of one seed (the
+      strategies compared) share one draw.
     overrides: (dotted field, value) pairs set after loading, in order.
   """
 
@@ -87,7 +90,8 @@ class RunSpec:
     return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", f"{self.label}_seed{self.seed}")
 
   def build(self) -> ml_collections.ConfigDict:
-    """The config with the overrides and the seed set.
+    """The config with the overrides and the seed set (`train.seed`, and `cluster.seed`
+    unless an override sets it).
 
     Raises:
       StudyInputError: the config does not load, or an override names a section it does
@@ -106,6 +110,8 @@ class RunSpec:
         target = target[part]
       target[name] = value
     config.train.seed = self.seed
+    if "cluster.seed" not in dict(self.overrides) and "cluster" in config:
+      config.cluster.seed = self.seed
     return config
 
 
