@@ -1,7 +1,7 @@
 """The round-based core of local SGD and Oscars: workers step alone, and average every
 round (`round_based`); the model they evaluate, what they log and when a round ends."""
 
-from typing import Any, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -156,6 +156,27 @@ def local_sgd_log(worker_opt_state: LocalSgdState) -> dict[str, jax.Array]:
   """The period and the last round's loss."""
   return {"period": worker_opt_state.period.astype(jnp.float32),
           "round_loss": worker_opt_state.last_round_loss}
+
+
+def round_ends(period: int, adapt: str = "fixed") -> Iterator[bool]:
+  """Whether each tick ends a round, tick after tick, as `round_based` decides in the
+  graph: a round of H ticks ends on its H-th tick, H starting at `period` and staying
+  ("fixed") or growing by one a round ("linear"). "loss" follows the training loss: it
+  has no schedule before training.
+
+  Raises:
+    ValueError: `adapt` is "loss" or unknown.
+  """
+  if adapt not in ("fixed", "linear"):
+    raise ValueError(f"adapt={adapt!r}: rounds that follow the loss cannot be scheduled "
+                     f"before training; only 'fixed' and 'linear' can")
+
+  def ticks(period: int) -> Iterator[bool]:
+    while True:
+      yield from (tick == period - 1 for tick in range(period))
+      period += adapt == "linear"
+
+  return ticks(period)
 
 
 def local_sgd_round_end(worker_opt_state: LocalSgdState) -> jax.Array:

@@ -3,6 +3,11 @@ in parallel, reduced to means with intervals and paired tests, written as tables
 
 from odsgd_jax.study._aggregate import Group as Group
 from odsgd_jax.study._aggregate import summarize as summarize
+from odsgd_jax.study._budgets import Budget as Budget
+from odsgd_jax.study._budgets import equal_time_budget as equal_time_budget
+from odsgd_jax.study._budgets import equal_time_specs as equal_time_specs
+from odsgd_jax.study._budgets import simulated_time as simulated_time
+from odsgd_jax.study._budgets import ticks_within as ticks_within
 from odsgd_jax.study._cli import add_study_flags as add_study_flags
 from odsgd_jax.study._cli import check_study_flags as check_study_flags
 from odsgd_jax.study._cli import parse_strategies as parse_strategies

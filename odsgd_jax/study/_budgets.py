@@ -1,0 +1,110 @@
+"""Equal-time budgets: each strategy trains for the simulated time the baseline spent on
+its steps, or for its own steps, whichever is later.
+
+A strategy that is cheaper per tick then gets the steps that time buys, and one that
+never reaches a target is judged at equal time. The ticks are counted on the clock before
+any training: with a named workload the clock's schedule and costs need no training (the
+cluster's noise follows `cluster.seed`, a round's end follows the strategy's period), so
+each run's learning-rate schedule can span its own budget from its first step.
+"""
+
+import dataclasses
+from typing import Iterator, Sequence
+
+import ml_collections
+
+from odsgd_jax import cluster
+from odsgd_jax.strategies._rounds import local_sgd_round_end, round_ends
+from odsgd_jax.study._grid import RunSpec, StudyInputError
+from odsgd_jax.train._optimizer import strategy_spec
+from odsgd_jax.train._simulation import SimulatedClock, simulated_clock
+
+
+def _ticking_clock(config: ml_collections.ConfigDict) -> tuple[SimulatedClock, Iterator[bool]]:
+  """The run's clock as training would build it, and whether each tick sends."""
+  spec = strategy_spec(config)
+  name = config.strategy.name
+  if not config.cluster.get("workload"):
+    raise StudyInputError(f"equal-time budgets for {name}: the clock times a measured step "
+                          f"unless cluster.workload names one, so its time is not known "
+                          f"before training; set cluster.workload (e.g. resnet50_v100)")
+  if spec.options.get("compression"):
+    raise StudyInputError(f"equal-time budgets for {name}: a compressed message's size "
+                          f"follows training (strategy.compression="
+                          f"{spec.options['compression']!r}); compare it at equal steps")
+  load = cluster.WORKLOADS[config.cluster.workload]  # its step time, batch and message win
+  clock = simulated_clock(config, spec, load.step_time, load.message_bytes,
+                          load.samples_per_step, (1,), 1)
+  if spec.definition.sends is local_sgd_round_end:
+    options = {**spec.definition.options(), **spec.options}
+    try:
+      sends = round_ends(options["period"], options.get("adapt", "fixed"))
+    except ValueError as error:
+      raise StudyInputError(f"equal-time budgets for {name}: strategy.{error}") from error
+  elif callable(spec.definition.sends):
+    raise StudyInputError(f"equal-time budgets for {name}: when its messages travel is known "
+                          f"only in training; compare it at equal steps")
+  else:
+    sends = iter(lambda: True, None)
+  return clock, sends
+
+
+def simulated_time(config: ml_collections.ConfigDict, ticks: int) -> float:
+  """The simulated seconds the run of `config` spends on its first `ticks` ticks."""
+  clock, sends = _ticking_clock(config)
+  time = 0.0
+  for tick in range(ticks):
+    clock.schedule(tick)
+    time = clock.charge(tick, next(sends), None, False)
+  return time
+
+
+def ticks_within(config: ml_collections.ConfigDict, seconds: float) -> int:
+  """The fewest ticks of the run of `config` whose simulated time reaches `seconds`."""
+  clock, sends = _ticking_clock(config)
+  tick, time = 0, 0.0
+  while time < seconds:
+    clock.schedule(tick)
+    time = clock.charge(tick, next(sends), None, False)
+    tick += 1
+  return tick
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+  """One run's equal-time budget: `steps` it trains, the baseline's `seconds` it covers."""
+
+  steps: int
+  seconds: float
+
+
+def equal_time_budget(config: ml_collections.ConfigDict,
+                      baseline: ml_collections.ConfigDict) -> Budget:
+  """The steps the run of `config` takes: those that fit in the simulated time the run
+  of `baseline` (the same seed, so the same cluster noise) spends on its
+  `train.num_steps`, or its own `train.num_steps`, whichever is more."""
+  seconds = simulated_time(baseline, baseline.train.num_steps)
+  return Budget(max(config.train.num_steps, ticks_within(config, seconds)), seconds)
+
+
+def equal_time_specs(specs: Sequence[RunSpec], baseline: str = "ssgd") -> list[RunSpec]:
+  """`specs` with each run's `train.num_steps` set to its equal-time budget against the
+  run of group `baseline` of the same seed (whose own budget stays).
+
+  Raises:
+    StudyInputError: a seed without a baseline run, or a run whose time cannot be known
+      before training (no named workload, compression, rounds that follow the loss).
+  """
+  baselines = {spec.seed: spec.build() for spec in specs if spec.label == baseline}
+  budgeted = []
+  for spec in specs:
+    if spec.label == baseline:
+      budgeted.append(spec)
+      continue
+    if spec.seed not in baselines:
+      raise StudyInputError(f"equal-time budget of {spec.name}: no {baseline} run of seed "
+                            f"{spec.seed} to take the time from")
+    steps = equal_time_budget(spec.build(), baselines[spec.seed]).steps
+    budgeted.append(dataclasses.replace(
+        spec, overrides=spec.overrides + (("train.num_steps", steps),)))
+  return budgeted
