@@ -94,6 +94,13 @@ def test_claims_report_has_a_verdict_for_every_claim_defaults_and_tuned(data_dir
   speed = [row for row in detail.splitlines() if "speedup over" in row]
   assert len(speed) == 4 and all("robust to the clock: " in row for row in speed)
   assert "targets (homogeneous: " in detail and "Holm" in table
+  # the caption above the table: at most five lines, the detail in docs
+  caption = table[table.index("Produced by"):].partition("\n\n| paper |")[0].splitlines()
+  assert len(caption) <= 5 and "docs/results.md" in caption[-1]
+  assert "| at a 0.5-point margin | command |" in detail and "known to within" in detail
+  # equal time: oscars (heterogeneous cluster) takes more steps than ssgd's 6
+  steps = detail.partition("steps at equal time, seed 0: ")[2].partition(" (heterogeneous)")[0]
+  assert steps.startswith("ssgd 6/") and "oscars 6" not in steps.partition("(homogeneous)")[2]
   assert " ± 0.0 " not in result.stdout and "±0.0" not in result.stdout
   # tuned settings (as scripts/tune.py writes them): the tuned column is decided too
   tuned = {"homogeneous": {"ssgd": {"optimizer.learning_rate": 0.05},

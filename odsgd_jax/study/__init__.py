@@ -75,5 +75,6 @@ from odsgd_jax.study._targets import arrivals as arrivals
 from odsgd_jax.study._targets import needs_pilots as needs_pilots
 from odsgd_jax.study._targets import check_targets as check_targets
 from odsgd_jax.study._targets import reached as reached
+from odsgd_jax.study._targets import resolution as resolution
 from odsgd_jax.study._targets import speed_row as speed_row
 from odsgd_jax.study._targets import targets as targets

@@ -96,6 +96,24 @@ def speed_row(strategy: Group, baseline: Group,
           for name, goal in goals.items()}
 
 
+def resolution(group: Group, target: float) -> float:
+  """The worst relative resolution of the group's times to `target`: over the seeds that
+  reach it, the largest share of the arrival time that lies between the evaluation that
+  first saw the target and the one before (the arrival is known only to within that
+  span); nan where no seed reaches it."""
+  shares = []
+  for run in group.runs:
+    if run.summary is None:
+      continue
+    metric, before = timed_accuracy(run.evaluations), 0.0
+    for row in run.evaluations:
+      if row[metric] >= target:
+        shares.append((row["sim_time"] - before) / row["sim_time"])
+        break
+      before = row["sim_time"]
+  return max(shares) if shares else float("nan")
+
+
 def reached(group: Group, target: float) -> tuple[int, int]:
   """(seeds that reach `target`, seeds)."""
   times = arrivals(group, target)

@@ -180,7 +180,7 @@ def accuracy_verdicts(tests: Sequence[AccuracyTest], alpha: float = ALPHA) -> li
     else:
       verdicts.append(Verdict(INCONCLUSIVE, f"{points}; neither non-inferior nor inferior at "
                                             f"Holm p < {alpha:g} (non-inferior: {_p(p_ok)})",
-                              p_ok, f"{figure}, neither non-inferior nor inferior (Holm "
+                              p_ok, f"{figure}, neither shown non-inferior nor inferior (Holm "
                                     f"{_p(p_ok)} for non-inferior)"))
   return verdicts
 
@@ -406,7 +406,7 @@ def speed_verdicts(rows: Sequence[Mapping[str, SpeedTest]], primary: str,
                                             f"adjustment", p_faster, decided))
     else:
       verdicts.append(Verdict(INCONCLUSIVE, detail, p_faster,
-                              f"{figure}, neither faster nor not faster by > {relevant} "
+                              f"{figure}, neither shown faster by > {relevant} nor refuted "
                               f"(Holm {_p(p_faster)} for faster)"))
   return verdicts
 
