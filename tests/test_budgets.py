@@ -21,15 +21,18 @@ def test_rounds_end_on_each_rounds_last_tick():
 
 
 @pytest.mark.parametrize("strategy,options", [
-    ("ssgd", ()), ("odsgd", ()), ("asgd", ()), ("local_sgd", ()),
-    ("oscars", (("strategy.adapt", "linear"), ("strategy.period", 2))),
+    ("ssgd", CLUSTER), ("odsgd", CLUSTER), ("asgd", CLUSTER), ("local_sgd", CLUSTER),
+    ("oscars", (*CLUSTER, ("strategy.adapt", "linear"), ("strategy.period", 2))),
+    # no workload: the config's step time and the trained model's message (Results tables)
+    ("ssgd", ()), ("ssp", ()), ("pseudo_sync", ()), ("gossip", ()),
+    ("easgd", (("strategy.period", 3),)), ("oscars", ()),
 ])
 def test_the_counted_time_is_the_time_a_real_run_spends(strategy, options, data_dir, tmp_path):
-  """A short run on the heterogeneous cluster (asgd's and oscars' schedules follow the
-  clock; local SGD's and oscars' rounds decide when messages travel): its simulated time
-  after training equals the time counted before it."""
+  """A short run on the heterogeneous cluster (asgd's, ssp's and oscars' schedules follow
+  the clock; local SGD's and oscars' rounds decide when messages travel): its simulated
+  time after training equals the time counted before it."""
   common = [("data.data_dir", data_dir), ("data.name", "mnist1d"), ("train.eval_every", 100),
-            *CLUSTER, *options]
+            *options]
   [spec] = study.strategy_specs("configs/oscars_heterogeneous.py:steps=11", [strategy], [3],
                                 common)
   [result] = study.run_study([spec], str(tmp_path))
@@ -62,9 +65,10 @@ def test_a_cheaper_strategy_gets_the_ticks_the_baselines_time_buys():
 
 def test_a_time_unknown_before_training_is_refused_by_name():
   base = study.strategy_specs("configs/default.py:steps=5", ["ssgd"], [0], CLUSTER)
-  no_workload = study.strategy_specs("configs/default.py:steps=5", ["ssgd", "odsgd"], [0])
+  measured = study.strategy_specs("configs/default.py:steps=5", ["ssgd", "odsgd"], [0],
+                                  [("cluster.step_time", 0.0)])
   with pytest.raises(study.StudyInputError, match="set cluster.workload"):
-    study.equal_time_specs(no_workload)
+    study.equal_time_specs(measured)
   compressed = study.strategy_specs("configs/default.py:steps=5", ["odsgd"], [0],
                                     CLUSTER + [("strategy.compression", "topk:0.01")])
   with pytest.raises(study.StudyInputError, match="compression"):

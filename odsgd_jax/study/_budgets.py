@@ -3,17 +3,23 @@ its steps, or for its own steps, whichever is later.
 
 A strategy that is cheaper per tick then gets the steps that time buys, and one that
 never reaches a target is judged at equal time. The ticks are counted on the clock before
-any training: with a named workload the clock's schedule and costs need no training (the
-cluster's noise follows `cluster.seed`, a round's end follows the strategy's period), so
+any training: with a named workload or a set step time the clock's schedule and costs need
+no training (the cluster's noise follows `cluster.seed`, a round's end follows the
+strategy's period, a message is the model's parameters), so
 each run's learning-rate schedule can span its own budget from its first step.
 """
 
 import dataclasses
+import math
 from typing import Iterator, Sequence
 
+import jax
+import jax.numpy as jnp
 import ml_collections
 
-from odsgd_jax import cluster
+from odsgd_jax import cluster, models
+from odsgd_jax.data import DATASETS
+from odsgd_jax.strategies._easgd import easgd_elastic_step
 from odsgd_jax.strategies._rounds import local_sgd_round_end, round_ends
 from odsgd_jax.study._grid import RunSpec, StudyInputError
 from odsgd_jax.train._optimizer import strategy_spec
@@ -24,18 +30,25 @@ def _ticking_clock(config: ml_collections.ConfigDict) -> tuple[SimulatedClock, I
   """The run's clock as training would build it, and whether each tick sends."""
   spec = strategy_spec(config)
   name = config.strategy.name
-  if not config.cluster.get("workload"):
-    raise StudyInputError(f"equal-time budgets for {name}: the clock times a measured step "
-                          f"unless cluster.workload names one, so its time is not known "
-                          f"before training; set cluster.workload (e.g. resnet50_v100)")
+  if not config.cluster.get("workload") and not config.cluster.get("step_time"):
+    raise StudyInputError(f"equal-time budgets for {name}: the clock times this host's "
+                          f"measured step (cluster.step_time=0), so its time is not known "
+                          f"before training; set cluster.workload (e.g. resnet50_v100) or "
+                          f"cluster.step_time")
   if spec.options.get("compression"):
     raise StudyInputError(f"equal-time budgets for {name}: a compressed message's size "
                           f"follows training (strategy.compression="
                           f"{spec.options['compression']!r}); compare it at equal steps")
-  load = cluster.WORKLOADS[config.cluster.workload]  # its step time, batch and message win
-  clock = simulated_clock(config, spec, load.step_time, load.message_bytes,
-                          load.samples_per_step, (1,), 1)
-  if spec.definition.sends is local_sgd_round_end:
+  if config.cluster.get("workload"):  # its step time, batch and message win
+    load = cluster.WORKLOADS[config.cluster.workload]
+    clock = simulated_clock(config, spec, load.step_time, load.message_bytes,
+                            load.samples_per_step, (1,), 1)
+  else:  # the trained model's message, as the run measures it
+    data = DATASETS[config.data.name]
+    clock = simulated_clock(config, spec, config.cluster.step_time, _model_bytes(config),
+                            config.data.batch_size // config.cluster.num_workers,
+                            data.input_shape, data.num_classes)
+  if spec.definition.sends in (local_sgd_round_end, easgd_elastic_step):  # every `period`
     options = {**spec.definition.options(), **spec.options}
     try:
       sends = round_ends(options["period"], options.get("adapt", "fixed"))
@@ -47,6 +60,17 @@ def _ticking_clock(config: ml_collections.ConfigDict) -> tuple[SimulatedClock, I
   else:
     sends = iter(lambda: True, None)
   return clock, sends
+
+
+def _model_bytes(config: ml_collections.ConfigDict) -> float:
+  """The float bytes of the model `config` trains (its parameters' shapes, nothing run)."""
+  data = DATASETS[config.data.name]
+  options = {k: v for k, v in config.model.to_dict().items() if k != "name"}
+  model = models.make_model(config.model.name, data.num_classes, **options)
+  shapes = jax.eval_shape(lambda x: model.init(jax.random.key(0), x, train=False),
+                          jax.ShapeDtypeStruct((1, *data.input_shape), jnp.float32))
+  return float(sum(math.prod(x.shape) * x.dtype.itemsize
+                   for x in jax.tree.leaves(shapes["params"])))
 
 
 def simulated_time(config: ml_collections.ConfigDict, ticks: int) -> float:
