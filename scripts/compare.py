@@ -4,7 +4,9 @@
       --strategies ssgd,asgd,ssp,odsgd,pseudo_sync,local_sgd,oscars --seeds 0-11
 
 Every strategy runs `<config>:<strategy>` with each seed (same seed: same initial
-parameters and data order), evaluated every --eval_every steps. Writes
+parameters, data order and cluster noise), evaluated every --eval_every steps, and (--budget
+time, the default) trains until it has spent the baseline's simulated time with the same
+seed, or for its own steps if more. Writes
 <output>/compare.md with two tables, decided by the rules of odsgd_jax/study/verdicts.py
 (docs/results.md, "How a claim is decided"): final test accuracy (mean and 95%
 Student-t interval over the seeds; the difference from the baseline, ssgd, paired by
@@ -47,6 +49,10 @@ def main() -> None:
                       help="seeds of the baseline's pilot runs, on which shares are fixed")
   parser.add_argument("--compressions", default="",
                       help="compare these compression specs (';'-separated) on one strategy")
+  parser.add_argument("--budget", default="time", choices=("time", "steps"),
+                      help="time: every strategy trains for the baseline's simulated time "
+                      "with the same seed, or its own steps if more (docs/results.md); "
+                      "steps: every strategy for the config's steps")
   study.add_study_flags(parser, "runs/compare")
   args = parser.parse_args()
   seeds, common = study.check_study_flags(args)
@@ -76,6 +82,9 @@ def main() -> None:
     sys.exit(f"error: --pilot_seeds {args.pilot_seeds} overlaps --seeds {args.seeds}: targets "
              f"are fixed on seeds that are not compared; choose other seeds")
   specs = study.strategy_specs(args.config, names, seeds, common)
+  equal_time = args.budget == "time" and len(names) > 1
+  if equal_time:
+    specs = study.equal_time_specs(specs, baseline)
   results = study.run_study(specs, args.output, processes=args.processes, resume=args.resume,
                             report=study.print_result)
   pilots = None
@@ -86,7 +95,7 @@ def main() -> None:
         resume=args.resume, report=study.print_result))[0]
   goals = study.targets(target_names, pilots) if target_names else None
   groups, text = study.strategy_report(results, specs[0].build(), command, baseline, goals,
-                                       args.primary, pilots)
+                                       args.primary, pilots, equal_time)
   study.write_outputs(text, groups, args.output, args.readme,
                       goals[args.primary] if goals else None)
 

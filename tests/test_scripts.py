@@ -42,6 +42,10 @@ def test_compare_writes_tables_with_intervals_and_a_plot(data_dir, tmp_path):
   assert "speedup to 50% (primary)" in table and "speedup to 0.5" in table  # both targets
   assert "on pilot seeds 7, not among the compared ones" in table
   assert "2 seeds (0, 1)" in table and "jax " in table
+  # equal time: oscars, cheaper per tick on this cluster, takes more than ssgd's 24 steps
+  assert "trained until it had spent ssgd's simulated time" in table
+  assert "| ssgd | 24 |" in table and "| oscars | 24 |" not in table
+  assert "known to within " in table
   assert (tmp_path / "compare.png").stat().st_size > 10_000
   runs = json.loads((tmp_path / "study.json").read_text())["runs"]
   assert sorted((r["label"], r["seed"]) for r in runs) == [

@@ -15,7 +15,7 @@ from odsgd_jax.study._report import (RULES, accuracy_table, bits_per_step, capti
                                      time_table)
 from odsgd_jax.study._robustness import ROBUSTNESS
 from odsgd_jax.study._runner import RunResult, timed_accuracy
-from odsgd_jax.study._targets import PRIMARY
+from odsgd_jax.study._targets import PRIMARY, resolution
 
 Overrides = Sequence[tuple[str, Any]]
 
@@ -65,10 +65,12 @@ def sweep_specs(config: str, fields: dict[str, Sequence[Any]], seeds: Sequence[i
 
 def strategy_report(results: Sequence[RunResult], config: ml_collections.ConfigDict,
                     command: str, baseline: str, goals: Mapping[str, float] | None = None,
-                    primary: str = PRIMARY, pilots: Group | None = None) -> tuple[list[Group], str]:
+                    primary: str = PRIMARY, pilots: Group | None = None,
+                    equal_time: bool = False) -> tuple[list[Group], str]:
   """The accuracy table (non-inferiority to `baseline`) and, with `goals` ({name:
   accuracy}), the time table: speedups to each target with `primary` deciding "faster".
-  `pilots`: the baseline's pilot runs the targets were fixed on, named in the text."""
+  `pilots`: the baseline's pilot runs the targets were fixed on, named in the text;
+  `equal_time`: the runs had equal-time budgets (`equal_time_specs`), said in the text."""
   seeds = sorted({r.spec.seed for r in results})
   groups = summarize(results, baseline)
   text = (f"{caption(config, seeds, command)}\n\nFinal test accuracy; {RULES}.\n\n"
@@ -80,9 +82,15 @@ def strategy_report(results: Sequence[RunResult], config: ml_collections.ConfigD
     fixed = (f"; the shares are of {baseline}'s mean final {metric} on pilot seeds "
              f"{', '.join(str(r.spec.seed) for r in pilots.runs)}, not among the compared ones"
              if pilots is not None else "")
-    text += (f"\n\nSimulated time to {metric} targets ({values}{fixed}), {primary} primary. "
-             f"{verdicts.speed_rule(baseline)} A run's simulated time and shares are "
-             f"deterministic where no interval is shown. "
+    budget = (f"Each strategy trained until it had spent {baseline}'s simulated time with the "
+              f"same seed, or for its own steps if more (the steps column), its learning-rate "
+              f"schedule spanning them; final accuracy is that run's. " if equal_time else "")
+    known = max(resolution(g, goals[primary]) for g in groups)
+    text += (f"\n\nSimulated time to {metric} targets ({values}{fixed}), {primary} primary, "
+             f"each known to within {100 * known:.1f}% of itself (the worst run's span between "
+             f"evaluations at its arrival). {budget}{verdicts.speed_rule(baseline)} Each seed "
+             f"draws its own cluster noise; a figure without an interval is the same on every "
+             f"seed. "
              f"{ROBUSTNESS}\n\n"
              f"{time_table(groups, baseline, goals, primary, robust)}")
   return groups, text

@@ -151,7 +151,7 @@ def time_table(groups: Sequence[Group], baseline: str, goals: Mapping[str, float
             if label != baseline}
   faster = faster_verdicts(by_label, baseline, goals, primary)
   names = list(goals)
-  header = ["strategy", "simulated time of the run (s)",
+  header = ["strategy", "steps", "simulated time of the run (s)",
             f"seeds reaching {' / '.join(names)}",
             *[f"speedup to {name}{' (primary)' if name == primary else ''}" for name in names],
             f"faster than {baseline}", *(["robust to the clock"] if robust else []),
@@ -159,12 +159,13 @@ def time_table(groups: Sequence[Group], baseline: str, goals: Mapping[str, float
   rows = []
   for g in groups:
     counts = [reached(g, goals[name]) for name in names]
+    steps = sorted({r.summary["steps"] for r in g.runs if r.summary})
     rows.append([
-        g.label, g.sim_time.format(1),
+        g.label, "-".join(map(str, steps[::max(1, len(steps) - 1)])), g.sim_time.format(1),
         " / ".join(str(hits) for hits, _ in counts) + f" of {counts[0][1]}",
         *([speeds[g.label][name].format() for name in names] if g.label in speeds
           else ["-"] * len(names)),
-        faster[g.label].brief() if g.label in faster else "-",
+        faster[g.label].cell() if g.label in faster else "-",
         *([robust.get(g.label, "-")] if robust else []), g.communication.format(3),
         g.idle.format(3)])
   return markdown(header, rows)
