@@ -89,8 +89,8 @@ def strategy_report(results: Sequence[RunResult], config: ml_collections.ConfigD
     text += (f"\n\nSimulated time to {metric} targets ({values}{fixed}), {primary} primary, "
              f"each known to within {100 * known:.1f}% of itself (the worst run's span between "
              f"evaluations at its arrival). {budget}{verdicts.speed_rule(baseline)} Each seed "
-             f"draws its own cluster noise; a figure without an interval is the same on every "
-             f"seed. "
+             f"draws its own cluster noise; a figure printed without an interval has one "
+             f"narrower than its last digit. "
              f"{ROBUSTNESS}\n\n"
              f"{time_table(groups, baseline, goals, primary, robust)}")
   return groups, text
