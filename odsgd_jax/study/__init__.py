@@ -3,8 +3,6 @@ in parallel, reduced to means with intervals and paired tests, written as tables
 
 from odsgd_jax.study._aggregate import Group as Group
 from odsgd_jax.study._aggregate import summarize as summarize
-from odsgd_jax.study._budgets import Budget as Budget
-from odsgd_jax.study._budgets import equal_time_budget as equal_time_budget
 from odsgd_jax.study._budgets import equal_time_specs as equal_time_specs
 from odsgd_jax.study._budgets import simulated_time as simulated_time
 from odsgd_jax.study._budgets import ticks_within as ticks_within

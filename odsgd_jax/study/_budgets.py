@@ -10,7 +10,7 @@ each run's learning-rate schedule can span its own budget from its first step.
 """
 
 import dataclasses
-import math
+import itertools
 from typing import Iterator, Sequence
 
 import jax
@@ -23,7 +23,7 @@ from odsgd_jax.strategies._easgd import easgd_elastic_step
 from odsgd_jax.strategies._rounds import local_sgd_round_end, round_ends
 from odsgd_jax.study._grid import RunSpec, StudyInputError
 from odsgd_jax.train._optimizer import strategy_spec
-from odsgd_jax.train._simulation import SimulatedClock, simulated_clock
+from odsgd_jax.train._simulation import SimulatedClock, message_bytes, simulated_clock
 
 
 def _ticking_clock(config: ml_collections.ConfigDict) -> tuple[SimulatedClock, Iterator[bool]]:
@@ -63,52 +63,36 @@ def _ticking_clock(config: ml_collections.ConfigDict) -> tuple[SimulatedClock, I
 
 
 def _model_bytes(config: ml_collections.ConfigDict) -> float:
-  """The float bytes of the model `config` trains (its parameters' shapes, nothing run)."""
+  """The bytes of the message a run of `config` sends (`message_bytes` of its model's
+  parameters, shaped without running it)."""
   data = DATASETS[config.data.name]
   options = {k: v for k, v in config.model.to_dict().items() if k != "name"}
   model = models.make_model(config.model.name, data.num_classes, **options)
-  shapes = jax.eval_shape(lambda x: model.init(jax.random.key(0), x, train=False),
-                          jax.ShapeDtypeStruct((1, *data.input_shape), jnp.float32))
-  return float(sum(math.prod(x.shape) * x.dtype.itemsize
-                   for x in jax.tree.leaves(shapes["params"])))
+  stacked = jax.eval_shape(  # one worker's parameters, as a run stacks them
+      lambda x: jax.tree.map(lambda p: p[None], model.init(jax.random.key(0), x,
+                                                           train=False)["params"]),
+      jax.ShapeDtypeStruct((1, *data.input_shape), jnp.float32))
+  return message_bytes(stacked)
+
+
+def _times(config: ml_collections.ConfigDict) -> Iterator[float]:
+  """The simulated time after each tick of the run of `config`, tick after tick."""
+  clock, sends = _ticking_clock(config)
+  for tick in itertools.count():
+    clock.schedule(tick)
+    yield clock.charge(tick, next(sends), None, False)
 
 
 def simulated_time(config: ml_collections.ConfigDict, ticks: int) -> float:
   """The simulated seconds the run of `config` spends on its first `ticks` ticks."""
-  clock, sends = _ticking_clock(config)
-  time = 0.0
-  for tick in range(ticks):
-    clock.schedule(tick)
-    time = clock.charge(tick, next(sends), None, False)
-  return time
+  return next(itertools.islice(_times(config), ticks - 1, None)) if ticks else 0.0
 
 
 def ticks_within(config: ml_collections.ConfigDict, seconds: float) -> int:
   """The fewest ticks of the run of `config` whose simulated time reaches `seconds`."""
-  clock, sends = _ticking_clock(config)
-  tick, time = 0, 0.0
-  while time < seconds:
-    clock.schedule(tick)
-    time = clock.charge(tick, next(sends), None, False)
-    tick += 1
-  return tick
-
-
-@dataclasses.dataclass(frozen=True)
-class Budget:
-  """One run's equal-time budget: `steps` it trains, the baseline's `seconds` it covers."""
-
-  steps: int
-  seconds: float
-
-
-def equal_time_budget(config: ml_collections.ConfigDict,
-                      baseline: ml_collections.ConfigDict) -> Budget:
-  """The steps the run of `config` takes: those that fit in the simulated time the run
-  of `baseline` (the same seed, so the same cluster noise) spends on its
-  `train.num_steps`, or its own `train.num_steps`, whichever is more."""
-  seconds = simulated_time(baseline, baseline.train.num_steps)
-  return Budget(max(config.train.num_steps, ticks_within(config, seconds)), seconds)
+  if seconds <= 0:
+    return 0
+  return next(tick for tick, time in enumerate(_times(config), start=1) if time >= seconds)
 
 
 def equal_time_specs(specs: Sequence[RunSpec], baseline: str = "ssgd") -> list[RunSpec]:
@@ -119,16 +103,18 @@ def equal_time_specs(specs: Sequence[RunSpec], baseline: str = "ssgd") -> list[R
     StudyInputError: a seed without a baseline run, or a run whose time cannot be known
       before training (no named workload, compression, rounds that follow the loss).
   """
-  baselines = {spec.seed: spec.build() for spec in specs if spec.label == baseline}
+  seconds = {spec.seed: simulated_time(config, config.train.num_steps)  # once per seed
+             for spec in specs if spec.label == baseline for config in [spec.build()]}
   budgeted = []
   for spec in specs:
     if spec.label == baseline:
       budgeted.append(spec)
       continue
-    if spec.seed not in baselines:
+    if spec.seed not in seconds:
       raise StudyInputError(f"equal-time budget of {spec.name}: no {baseline} run of seed "
                             f"{spec.seed} to take the time from")
-    steps = equal_time_budget(spec.build(), baselines[spec.seed]).steps
+    config = spec.build()
+    steps = max(config.train.num_steps, ticks_within(config, seconds[spec.seed]))
     budgeted.append(dataclasses.replace(
         spec, overrides=spec.overrides + (("train.num_steps", steps),)))
   return budgeted
