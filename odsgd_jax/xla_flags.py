@@ -131,3 +131,19 @@ def request_deterministic_ops() -> bool:
                     "resumed run on a GPU may differ from an uninterrupted one in the last bits",
                     stacklevel=2)
   return deterministic_ops()
+
+
+# The CPU devices a study simulates where the user set none: one per worker of the
+# studies' 8-worker configs, the fastest layout on a CPU host (docs/results.md, "What a
+# study costs": an ssgd step 48-52 CPU-ms on 8 devices, 108-113 with 8 workers on 1).
+STUDY_HOST_DEVICES = 8
+_HOST_DEVICES = "--xla_force_host_platform_device_count"
+
+
+def simulate_host_devices(count: int = STUDY_HOST_DEVICES) -> bool:
+  """Splits the CPU into `count` devices (XLA's flag), unless `XLA_FLAGS` already sets a
+  count or JAX's backend has started. An accelerator's devices are not affected. Returns
+  whether it was set here."""
+  if backend_started():
+    return False
+  return bool(add([f"{_HOST_DEVICES}={count}"]))

@@ -133,6 +133,12 @@ def decide(home: dict[str, study.Group], hetero: dict[str, study.Group], goals, 
   resolution = max(study.resolution(groups[name], group_goals[study.PRIMARY])
                    for groups, group_goals in ((home, home_goals), (hetero, hetero_goals))
                    for name in groups)
+  pairs = [(groups[a], groups[b]) for a, groups, b in
+           (("odsgd", home, "ssgd"), ("odsgd", home, "asgd"))]  # the speed claims' pairs
+  print(f"{title}, homogeneous:\n" + "\n".join(study.resolution_lines(pairs, home_goals)))
+  pairs = [(hetero["oscars"], hetero[b]) for b in ("ssgd", "local_sgd")]
+  print(f"{title}, heterogeneous:\n" + "\n".join(study.resolution_lines(pairs, hetero_goals)),
+        flush=True)
   steps = lambda groups: "/".join(f"{name} {groups[name].runs[0].summary['steps']}"
                                   for name in groups)
   note = (f"targets (homogeneous: {', '.join(f'{v:.4f}' for v in home_goals.values())}; "
@@ -172,15 +178,19 @@ def main() -> None:
   studies, tuned = {}, {}
   for data in data_names:  # every run of every workload checked before the first starts
     output = tuning.claims_output(data, args.output)
-    shared = common + study.evaluation_overrides(every[data]) + cluster
-    tuned_file = os.path.join(output, "tuned.json")
-    if os.path.exists(tuned_file):
-      with open(tuned_file, encoding="utf-8") as f:
-        tuned[data] = json.load(f)
+    shared = common + study.evaluation_overrides(every[data], args.eval_growth) + cluster
+    # scripts/tune.py's choice: kept with the records (--records of tune.py), else in --output
+    kept = study.records_folder(args, os.path.relpath(output, args.output))
+    for tuned_file in ([os.path.join(kept, "tuned.json")] if kept else []) + [
+        os.path.join(output, "tuned.json")]:
+      if os.path.exists(tuned_file):
+        with open(tuned_file, encoding="utf-8") as f:
+          tuned[data] = json.load(f)
+        break
     for kind, strategies in tuning.CLAIMS_STRATEGIES.items():
       config = tuning.CLAIMS_CONFIGS[data][kind] + variant
-      studies[data, f"pilot_{kind}"] = study.strategy_specs(config, ["ssgd"], pilot_seeds,
-                                                            shared)
+      studies[data, f"pilot_{kind}"] = study.final_evaluation_only(
+          study.strategy_specs(config, ["ssgd"], pilot_seeds, shared))
       # every compared run trains for ssgd's simulated time of the same seed (or its own
       # steps, if more): docs/results.md, "How a claim is decided"
       studies[data, kind] = study.equal_time_specs(
@@ -195,14 +205,15 @@ def main() -> None:
 
   trained: list[dict[str, study.Group]] = []  # every study's groups, for the machine time
 
-  def run(data: str, folder: str) -> dict[str, study.Group]:
-    output = tuning.claims_output(data, args.output)
+  def run(data: str, folder: str, goals: dict[str, float] | None = None
+          ) -> dict[str, study.Group]:
+    where = os.path.relpath(os.path.join(tuning.claims_output(data, args.output), folder),
+                            args.output)
     # a tuned setting that is the default is the default's run: copied, not trained again
-    defaults = ([os.path.join(output, folder.removesuffix("_tuned"))]
-                if folder.endswith("_tuned") else [])
-    results = study.run_study(studies[data, folder], os.path.join(output, folder),
-                              processes=args.processes, resume=args.resume, reuse=defaults,
-                              report=study.print_result)
+    defaults = [where.removesuffix("_tuned")] if folder.endswith("_tuned") else []
+    # each compared run evaluated until it has reached the last target, and at its end
+    results = study.run_with_flags(args, study.until_targets(studies[data, folder], goals),
+                                   where, reuse=defaults)
     groups = {group.label: group for group in study.summarize(results)}
     trained.append(groups)
     return groups
@@ -218,7 +229,8 @@ def main() -> None:
         f"`python scripts/compare.py --config {configs[kind]}{variant} --strategies "
         f"{','.join(strategies)} {seeds_flag}{extra} {flags(cluster)}`"
         for kind, strategies in tuning.CLAIMS_STRATEGIES.items())
-    columns.append(decide(run(data, "homogeneous"), run(data, "heterogeneous"), goals,
+    columns.append(decide(run(data, "homogeneous", goals[0]),
+                          run(data, "heterogeneous", goals[1]), goals,
                           f"{DATA_TITLES[data]}: defaults", commands))
     if data in tuned:
       settings = "; ".join(  # ssgd is tuned on each cluster: say which
@@ -227,7 +239,8 @@ def main() -> None:
                                       for field, value in fields.items()) or "defaults")
               for name, fields in tuned[data][kind].items())
           for kind in tuned[data])
-      columns.append(decide(run(data, "homogeneous_tuned"), run(data, "heterogeneous_tuned"),
+      columns.append(decide(run(data, "homogeneous_tuned", goals[0]),
+                            run(data, "heterogeneous_tuned", goals[1]),
                             goals, f"{DATA_TITLES[data]}: tuned", (
                                 f"`python scripts/tune.py --data {data}`, then this command",) * 2))
       notes.append(f"{DATA_TITLES[data]} tuned (docs/results.md, \"Equal tuning for the "

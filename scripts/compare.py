@@ -28,7 +28,6 @@ time. A spec with momentum correction ("topk:0.01,momentum=0.9") runs with plain
 inside (optimizer.momentum=0): the momentum is the compressor's.
 """
 
-import os
 import sys
 
 from odsgd_jax import study
@@ -63,8 +62,7 @@ def main() -> None:
   if args.compressions:
     compressions = [spec for spec in args.compressions.split(";") if spec.strip()]
     specs = study.compression_specs(args.config, names[0], compressions, seeds, common)
-    results = study.run_study(specs, args.output, processes=args.processes,
-                              resume=args.resume, report=study.print_result)
+    results = study.run_with_flags(args, specs)
     groups, text = study.compression_report(results, specs[0].build(), command)
     study.write_outputs(text, groups, args.output, args.readme)
     return
@@ -85,17 +83,21 @@ def main() -> None:
   equal_time = args.budget == "time" and len(names) > 1
   if equal_time:
     specs = study.equal_time_specs(specs, baseline)
-  results = study.run_study(specs, args.output, processes=args.processes, resume=args.resume,
-                            report=study.print_result)
+  study.check_specs(specs, args.output, args.processes)  # before the pilots train
   pilots = None
-  if pilot_seeds:  # the baseline again, on seeds of its own: the targets' level
-    pilot_specs = study.strategy_specs(args.config, [baseline], pilot_seeds, common)
-    pilots = study.summarize(study.run_study(
-        pilot_specs, os.path.join(args.output, "pilot"), processes=args.processes,
-        resume=args.resume, report=study.print_result))[0]
+  if pilot_seeds:  # the baseline on seeds of its own, first: the targets' level
+    pilot_specs = study.final_evaluation_only(
+        study.strategy_specs(args.config, [baseline], pilot_seeds, common))
+    pilots = study.summarize(study.run_with_flags(args, pilot_specs, "pilot"))[0]
   goals = study.targets(target_names, pilots) if target_names else None
-  groups, text = study.strategy_report(results, specs[0].build(), command, baseline, goals,
-                                       args.primary, pilots, equal_time)
+  # evaluated until each run has reached the last target, and at its end
+  results = study.run_with_flags(args, study.until_targets(specs, goals))
+  groups, text = study.strategy_report(results, results[0].spec.build(), command, baseline,
+                                       goals, args.primary, pilots, equal_time)
+  if goals:  # the achieved resolution at each target, per arm and per ratio to the baseline
+    base = next(g for g in groups if g.label == baseline)
+    print("\n".join(study.resolution_lines(
+        [(g, base) for g in groups if g.label != baseline], goals)), flush=True)
   study.write_outputs(text, groups, args.output, args.readme,
                       goals[args.primary] if goals else None)
 

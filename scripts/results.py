@@ -25,8 +25,7 @@ def main() -> None:
   seeds, common = study.check_study_flags(args)
   names = study.parse_strategies(args.strategies)
   specs = study.strategy_specs(args.config, names, seeds, common)
-  results = study.run_study(specs, args.output, processes=args.processes, resume=args.resume,
-                            report=study.print_result)
+  results = study.run_with_flags(args, specs)
   baseline = "ssgd" if "ssgd" in names else names[0]
   groups, text = study.strategy_report(results, specs[0].build(),
                                        study.command_line("scripts/results.py"), baseline)

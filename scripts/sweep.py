@@ -35,8 +35,7 @@ def main() -> None:
   args = parser.parse_args()
   seeds, common = study.check_study_flags(args)
   specs = study.sweep_specs(args.config, parse_grid(args.grid), seeds, common)
-  results = study.run_study(specs, args.output, processes=args.processes, resume=args.resume,
-                            report=study.print_result)
+  results = study.run_with_flags(args, specs)
   groups, text = study.sweep_report(results, specs[0].build(),
                                     study.command_line("scripts/sweep.py"))
   study.write_outputs(text, groups, args.output, args.readme)

@@ -30,9 +30,14 @@ def main() -> None:
   parser.add_argument("--data", default="mnist1d", choices=sorted(tuning.CLAIMS_CONFIGS))
   tuning.add_claims_flags(parser)
   args = parser.parse_args()
-  args.output = tuning.claims_output(args.data, args.output)
+  # the workload's folder inside the claims' (--output, and --records where given)
+  workload = os.path.relpath(tuning.claims_output(args.data, args.output), args.output)
+  args.output = os.path.join(args.output, workload)
+  if args.records:
+    args.records = os.path.join(args.records, workload)
   seeds, common = study.check_study_flags(args)
-  common += study.evaluation_overrides(tuning.eval_every(args.data, args.eval_every))
+  common += study.evaluation_overrides(tuning.eval_every(args.data, args.eval_every),
+                                       args.eval_growth)
   pilot_seeds = study.parse_seeds(args.pilot_seeds, "--pilot_seeds")
   if set(seeds) & (set(pilot_seeds) | set(range(12))):
     raise study.StudyInputError(f"--seeds {args.seeds} overlaps the pilot or compared seeds "
@@ -42,24 +47,22 @@ def main() -> None:
   studies = {}
   for kind, strategies in tuning.CLAIMS_STRATEGIES.items():
     config = f"{configs[kind]}:{args.variant}" if args.variant else configs[kind]
-    studies[f"pilot_{kind}"] = study.strategy_specs(config, ["ssgd"], pilot_seeds,
-                                                    common + cluster)
+    studies[f"pilot_{kind}"] = study.final_evaluation_only(study.strategy_specs(
+        config, ["ssgd"], pilot_seeds, common + cluster))
     labels = {label: spec for name in strategies for label, spec in
               tuning.tuning_configurations(configs[kind], name, args.variant).items()}
     studies[f"tuning_{kind}"] = study.grid(labels, seeds, common + cluster)
   for folder, specs in studies.items():
     study.check_specs(specs, os.path.join(args.output, folder), args.processes)
 
-  def run(folder: str) -> dict[str, study.Group]:
-    results = study.run_study(studies[folder], os.path.join(args.output, folder),
-                              processes=args.processes, resume=args.resume,
-                              report=study.print_result)
+  def run(folder: str, goals: dict[str, float] | None = None) -> dict[str, study.Group]:
+    results = study.run_with_flags(args, study.until_targets(studies[folder], goals), folder)
     return {group.label: group for group in study.summarize(results)}
 
   tuned, sections = {}, []
   for kind, strategies in tuning.CLAIMS_STRATEGIES.items():
     target = study.targets([study.PRIMARY], run(f"pilot_{kind}")["ssgd"])[study.PRIMARY]
-    groups = run(f"tuning_{kind}")
+    groups = run(f"tuning_{kind}", {study.PRIMARY: target})
     tuned[kind], rows = {}, []
     for name in strategies:
       own = [g for label, g in groups.items() if label.split(" ")[0] == name]
@@ -77,8 +80,11 @@ def main() -> None:
   print(text)
   with open(os.path.join(args.output, "tuning.md"), "w", encoding="utf-8") as f:
     f.write(text + "\n")
-  with open(os.path.join(args.output, "tuned.json"), "w", encoding="utf-8") as f:
-    json.dump(tuned, f, indent=1)
+  kept = study.records_folder(args)  # beside the records: claims.py reads it from there
+  for folder in [args.output] + ([kept] if kept else []):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "tuned.json"), "w", encoding="utf-8") as f:
+      json.dump(tuned, f, indent=1)
   if args.readme:
     study.replace_section(args.readme, text)
 

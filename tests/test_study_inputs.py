@@ -148,8 +148,9 @@ def test_the_study_api_checks_before_any_run(tmp_path):
 
 
 def test_study_flags_are_checked_together():
-  args = argparse.Namespace(seeds="0-2", processes=1, eval_every=30, output="runs/x",
-                            readme="claims", set=["train.num_steps=5"])
+  args = argparse.Namespace(seeds="0-2", processes=1, eval_every=30, eval_growth=0.0,
+                            output="runs/x", readme="claims", set=["train.num_steps=5"],
+                            records=None, from_records=False, stale="refuse", stop_after="")
   seeds, common = study.check_study_flags(args)
   assert seeds == [0, 1, 2] and ("train.num_steps", 5) in common
   assert study.parse_seeds("0-2,5") == [0, 1, 2, 5]
@@ -161,8 +162,16 @@ def test_study_flags_are_checked_together():
   # no --eval_every (claims.py, tune.py): no interval here, each workload adds its own
   _, common = study.check_study_flags(argparse.Namespace(**{**vars(args), "eval_every": None}))
   assert not [field for field, _ in common if field.startswith("train.eval")]
-  with pytest.raises(study.StudyInputError, match="--eval_every 0"):
-    study.check_study_flags(argparse.Namespace(**{**vars(args), "eval_every": 0}))
+  with pytest.raises(study.StudyInputError, match="--eval_every -1"):
+    study.check_study_flags(argparse.Namespace(**{**vars(args), "eval_every": -1}))
+  with pytest.raises(study.StudyInputError, match="--eval_growth 1.5"):
+    study.check_study_flags(argparse.Namespace(**{**vars(args), "eval_growth": 1.5}))
+  with pytest.raises(study.StudyInputError, match="--stop_after 'soon'"):
+    study.check_study_flags(argparse.Namespace(**{**vars(args), "stop_after": "soon"}))
+  assert study.parse_duration("90m") == 5400 and study.parse_duration("2h") == 7200
+  with pytest.raises(study.StudyInputError, match="--from_records: the study keeps no records"):
+    study.check_study_flags(argparse.Namespace(**{**vars(args), "readme": "",
+                                                  "from_records": True}))
 
 
 def test_a_half_written_summary_is_run_again_under_resume(small_config, tmp_path):

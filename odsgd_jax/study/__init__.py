@@ -11,7 +11,14 @@ from odsgd_jax.study._cli import check_study_flags as check_study_flags
 from odsgd_jax.study._cli import parse_strategies as parse_strategies
 from odsgd_jax.study._cli import command_line as command_line
 from odsgd_jax.study._cli import common_overrides as common_overrides
+from odsgd_jax.study._cli import EVAL_GROWTH as EVAL_GROWTH
 from odsgd_jax.study._cli import evaluation_overrides as evaluation_overrides
+from odsgd_jax.study._cli import final_evaluation_only as final_evaluation_only
+from odsgd_jax.study._cli import keeping as keeping
+from odsgd_jax.study._cli import parse_duration as parse_duration
+from odsgd_jax.study._cli import records_folder as records_folder
+from odsgd_jax.study._cli import run_with_flags as run_with_flags
+from odsgd_jax.study._cli import until_targets as until_targets
 from odsgd_jax.study._cli import print_result as print_result
 from odsgd_jax.study._cli import run_main as run_main
 from odsgd_jax.study._cli import script_parser as script_parser
@@ -37,7 +44,7 @@ from odsgd_jax.study._report import accuracy_table as accuracy_table
 from odsgd_jax.study._report import bits_per_step as bits_per_step
 from odsgd_jax.study._report import caption as caption
 from odsgd_jax.study._report import describe_cluster as describe_cluster
-from odsgd_jax.study._report import environment as environment
+from odsgd_jax.study._records import environment as environment
 from odsgd_jax.study._report import markdown as markdown
 from odsgd_jax.study._report import noninferiority as noninferiority
 from odsgd_jax.study._report import plot_curves as plot_curves
@@ -49,7 +56,9 @@ from odsgd_jax.study._robustness import clock_constants as clock_constants
 from odsgd_jax.study._robustness import clock_variants as clock_variants
 from odsgd_jax.study._robustness import retimed_result as retimed_result
 from odsgd_jax.study._robustness import robustness as robustness
+from odsgd_jax.study._runner import Keeping as Keeping
 from odsgd_jax.study._runner import RunResult as RunResult
+from odsgd_jax.study._runner import StudyPaused as StudyPaused
 from odsgd_jax.study._runner import check_specs as check_specs
 from odsgd_jax.study._runner import default_processes as default_processes
 from odsgd_jax.study._runner import run_study as run_study
@@ -73,6 +82,8 @@ from odsgd_jax.study._targets import arrivals as arrivals
 from odsgd_jax.study._targets import needs_pilots as needs_pilots
 from odsgd_jax.study._targets import check_targets as check_targets
 from odsgd_jax.study._targets import reached as reached
+from odsgd_jax.study._targets import ratio_resolution as ratio_resolution
 from odsgd_jax.study._targets import resolution as resolution
+from odsgd_jax.study._targets import resolution_lines as resolution_lines
 from odsgd_jax.study._targets import speed_row as speed_row
 from odsgd_jax.study._targets import targets as targets

@@ -1,18 +1,23 @@
 """Command-line flags and helpers that every study script shares."""
 
 import argparse
+import dataclasses
+import os
+import re
 import shlex
 import sys
-from typing import Any, Callable
+import time
+from typing import Any, Callable, Sequence
 
 from odsgd_jax import xla_flags
 from odsgd_jax.data import DataError
 from odsgd_jax.strategies import STRATEGIES
-from odsgd_jax.study._grid import StudyInputError, parse_seeds, parse_value
-from odsgd_jax.study._readme import SectionError, section_page
+from odsgd_jax.study import _records as records_lib
+from odsgd_jax.study._grid import RunSpec, StudyInputError, parse_seeds, parse_value
+from odsgd_jax.study._readme import SectionError, repository_root, section_page
 from odsgd_jax.study._targets import PilotsDivergedError
-from odsgd_jax.study._runner import (RunResult, check_output, default_processes,
-                                     share_accelerator_memory)
+from odsgd_jax.study._runner import (Keeping, RunResult, StudyPaused, check_output,
+                                     default_processes, run_study, share_accelerator_memory)
 from odsgd_jax.train import ConfigError, WorkdirError, hide_abandoned_save_noise
 
 
@@ -39,17 +44,34 @@ def add_study_flags(parser: argparse.ArgumentParser, output: str,
   parser.add_argument("--seeds", default="0-11",
                       help="e.g. 0-11 or 0,1,2 (at least 10 for a verdict; docs/results.md)")
   parser.add_argument("--eval_every", type=int, default=4,
-                      help="steps between evaluations: a time to target is known to within "
-                      "this span (4 steps: 1.7%% of the earliest arrival of MNIST-1D's ssgd "
-                      "at its primary target, step 235, finer than the 5%% that counts as "
-                      "faster)")
+                      help="the smallest span between evaluations, in steps (0: only at the "
+                      "end)")
+  parser.add_argument("--eval_growth", type=float, default=EVAL_GROWTH,
+                      help="spans between evaluations grow to this share of the step, so that "
+                      "a time to target is known to within about it (docs/results.md, \"The "
+                      "evaluation grid\"); 0: every --eval_every steps")
   parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                       help="override a config field in every run, e.g. cluster.preset=10gbe")
   parser.add_argument("--processes", type=int, default=default_processes(),
                       help="runs trained at once (default: one per core)")
   parser.add_argument("--output", default=output, help="folder for the runs and the report")
   parser.add_argument("--resume", action="store_true",
-                      help="keep runs that already finished with the same config")
+                      help="keep runs that already finished with the same config: their "
+                      "records, or their folders in --output")
+  parser.add_argument("--records", default=None,
+                      help=f"folder of the study's run records (default: "
+                      f"{records_lib.RECORDS_FOLDER}/<the --readme section> in the checkout, "
+                      f"none without --readme; docs/results.md, \"Run records\")")
+  parser.add_argument("--from_records", action="store_true",
+                      help="regenerate the tables from the records alone: no training, an "
+                      "error if a run has none")
+  parser.add_argument("--stale", default="refuse", choices=records_lib.STALE_POLICIES,
+                      help="records of the same config made by other code: refuse to start "
+                      "(default), retrain them, or accept them as this code's")
+  parser.add_argument("--stop_after", default="",
+                      help="launch no run after this long (e.g. 90m, 2h, 3600s): the runs in "
+                      "flight finish and keep their records, then the study exits 0 saying "
+                      "how to continue")
   if section:
     parser.add_argument("--readme", action="store_const", const=section, default="",
                         help=f"also write the generated section {section!r} (in README.md or "
@@ -60,11 +82,52 @@ def add_study_flags(parser: argparse.ArgumentParser, output: str,
                         "docs/)")
 
 
+# The evaluation grid's growth (docs/results.md, "The evaluation grid"): spans of 1.9% of the
+# step, so that a time to target is known to within 2% of itself where spans exceed 4 steps.
+EVAL_GROWTH = 0.019
+
+
+def parse_duration(text: str, flag: str = "--stop_after") -> float:
+  """"90m", "2h", "45s" or "3600" -> seconds (positive)."""
+  match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+  if not match or float(match.group(1)) <= 0:
+    raise StudyInputError(f"{flag} {text!r}: give a positive duration such as 90m, 2h or "
+                          f"3600s")
+  return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def records_folder(args: argparse.Namespace, *parts: str) -> str | None:
+  """The records of one of the script's studies: `--records`, else the checkout's
+  records/<--readme section>, then `parts` (the study's folder inside the script's
+  output); None where the script keeps none."""
+  root = args.records if args.records is not None else (
+      os.path.join(repository_root(), records_lib.RECORDS_FOLDER, args.readme)
+      if args.readme else "")
+  return os.path.join(root, *parts) if root else None
+
+
+def keeping(args: argparse.Namespace) -> Keeping:
+  """The records and slice flags as `run_study` takes them."""
+  return Keeping(args.from_records, args.stale, args.stop_at)
+
+
+def run_with_flags(args: argparse.Namespace, specs: Sequence[RunSpec], folder: str = "",
+                   reuse: Sequence[str] = ()) -> list[RunResult]:
+  """`run_study` of `specs` as the script's flags ask: in `--output`/`folder`, its records
+  in the script's records/`folder`, reusing the runs and records of the sibling studies
+  `reuse` (folders of `--output`) where their configs match."""
+  return run_study(specs, os.path.join(args.output, folder), processes=args.processes,
+                   resume=args.resume, reuse=[os.path.join(args.output, r) for r in reuse],
+                   report=print_result, records=records_folder(args, folder),
+                   reuse_records=[f for r in reuse if (f := records_folder(args, r))],
+                   keeping=keeping(args))
+
+
 def check_study_flags(args: argparse.Namespace) -> tuple[list[int], list[tuple[str, Any]]]:
   """The seeds and common overrides of `add_study_flags`' flags, each flag checked before
   anything is trained or written: distinct seeds, --processes >= 1, an --output that is
   not a file, a --readme section some page holds, --set entries of the form
-  section.field=value.
+  section.field=value, a --stop_after duration (its deadline set on `args.stop_at`).
 
   Raises:
     StudyInputError, SectionError: naming the flag, its value and what is allowed.
@@ -73,12 +136,20 @@ def check_study_flags(args: argparse.Namespace) -> tuple[list[int], list[tuple[s
   if args.processes < 1:
     raise StudyInputError(f"--processes {args.processes}: runs trained at once must be at "
                           f"least 1")
-  if args.eval_every is not None and args.eval_every < 1:
+  if args.eval_every is not None and args.eval_every < 0:
     raise StudyInputError(f"--eval_every {args.eval_every}: steps between evaluations must be "
-                          f"at least 1")
+                          f"at least 1 (0: only at the end)")
+  if args.eval_growth is not None and not 0 <= args.eval_growth < 1:
+    raise StudyInputError(f"--eval_growth {args.eval_growth}: a share of the step in [0, 1)")
   check_output(args.output, "--output")
   if args.readme:
     section_page(args.readme)
+  if args.records is not None and args.records:
+    check_output(args.records, "--records")
+  if args.from_records and records_folder(args) is None:
+    raise StudyInputError("--from_records: the study keeps no records; give --readme (its "
+                          "records are records/<section>) or --records")
+  args.stop_at = time.time() + parse_duration(args.stop_after) if args.stop_after else None
   return seeds, common_overrides(args)
 
 
@@ -94,16 +165,35 @@ def parse_strategies(text: str, flag: str = "--strategies") -> list[str]:
   return names
 
 
-def evaluation_overrides(every: int) -> list[tuple[str, Any]]:
-  """Evaluate every `every` steps and log training metrics as often: a study reads the
-  evaluations and the summaries, and writing every step's row costs host time."""
-  return [("train.eval_every", every), ("train.log_every", every)]
+def evaluation_overrides(every: int, growth: float = 0.0) -> list[tuple[str, Any]]:
+  """Evaluate on the grid of `every` and `growth` (`train.evaluation_steps`) and log training
+  metrics every `every` steps (a study reads the evaluations and the summaries, and writing
+  every step's row costs host time); `every` 0: only at the end, logging every 100 steps."""
+  return [("train.eval_every", every), ("train.eval_growth", growth),
+          ("train.log_every", every or 100)]
+
+
+def final_evaluation_only(specs: Sequence[RunSpec]) -> list[RunSpec]:
+  """`specs` evaluated only at the end: runs of which only the final accuracy is read
+  (pilots, tuning by final accuracy)."""
+  return [dataclasses.replace(spec, overrides=spec.overrides + tuple(evaluation_overrides(0)))
+          for spec in specs]
+
+
+def until_targets(specs: Sequence[RunSpec], goals: dict[str, float] | None) -> list[RunSpec]:
+  """`specs` that stop evaluating during the run once they reach the last of `goals` (the
+  targets they are timed at; the evaluation at the end stays)."""
+  if not goals:
+    return list(specs)
+  return [dataclasses.replace(spec, overrides=spec.overrides + (
+      ("train.eval_until", max(goals.values())),)) for spec in specs]
 
 
 def common_overrides(args: argparse.Namespace) -> list[tuple[str, Any]]:
   """The overrides the flags ask for, applied to every run of the study (no evaluation
   interval when --eval_every is None: a script that sets one per workload adds it)."""
-  overrides = evaluation_overrides(args.eval_every) if args.eval_every is not None else []
+  overrides = (evaluation_overrides(args.eval_every, args.eval_growth)
+               if args.eval_every is not None else [])
   for entry in args.set:
     field, equals, value = entry.partition("=")
     if not equals or "." not in field:
@@ -112,9 +202,31 @@ def common_overrides(args: argparse.Namespace) -> list[tuple[str, Any]]:
   return overrides
 
 
-def command_line(script: str) -> str:
-  """How this script was called, to print under the tables it writes."""
-  return f"python {script} " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+# Flags that choose how a study is carried out, not what it computes: left out of the command
+# a table names, so that its regeneration from records (--from_records) writes the same text.
+_HOW_FLAGS = {"--resume": 0, "--from_records": 0, "--processes": 1, "--stop_after": 1,
+              "--stale": 1}
+
+
+def command_line(script: str, argv: Sequence[str] | None = None) -> str:
+  """How this script was called, to print under the tables it writes, without the flags
+  that do not change its results (`_HOW_FLAGS`)."""
+  argv, kept, skip = list(sys.argv[1:] if argv is None else argv), [], 0
+  for arg in argv:
+    name = arg.partition("=")[0]
+    if skip:
+      skip -= 1
+    elif name in _HOW_FLAGS:
+      skip = _HOW_FLAGS[name] if "=" not in arg else 0
+    else:
+      kept.append(arg)
+  return " ".join([f"python {script}", *(shlex.quote(a) for a in kept)])
+
+
+def continue_command() -> str:
+  """This script's command line with --resume: what continues a study stopped part way."""
+  argv = sys.argv[1:] + ([] if "--resume" in sys.argv else ["--resume"])
+  return " ".join([f"python {sys.argv[0]}", *(shlex.quote(a) for a in argv)])
 
 
 def print_result(result: RunResult) -> None:
@@ -129,11 +241,18 @@ def run_main(main: Callable[[], None]) -> None:
   hide_abandoned_save_noise()
   # Before JAX's backend starts: the study's runs are compared, so they resume bit for bit
   # on a GPU too (XLA_FLAGS=--xla_gpu_deterministic_ops=false measures without), and
-  # several processes share one GPU (each would otherwise take 75% of its memory).
+  # several processes share one GPU (each would otherwise take 75% of its memory). On a CPU
+  # host the runs get the fastest layout, one simulated device per worker, unless XLA_FLAGS
+  # sets a device count.
   xla_flags.request_deterministic_ops()
+  xla_flags.simulate_host_devices()
   share_accelerator_memory()
   try:
     main()
+  except StudyPaused as paused:
+    print(f"stopped launching runs at --stop_after: {paused}, and any later studies' of this "
+          f"script; continue with: {continue_command()}", flush=True)
+    sys.exit(0)
   except (ConfigError, DataError, FileNotFoundError, PilotsDivergedError, SectionError,
           StudyInputError, WorkdirError) as error:
     sys.exit(f"error: {error}")

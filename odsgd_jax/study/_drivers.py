@@ -73,7 +73,7 @@ def strategy_report(results: Sequence[RunResult], config: ml_collections.ConfigD
   `equal_time`: the runs had equal-time budgets (`equal_time_specs`), said in the text."""
   seeds = sorted({r.spec.seed for r in results})
   groups = summarize(results, baseline)
-  text = (f"{caption(config, seeds, command)}\n\nFinal test accuracy; {RULES}.\n\n"
+  text = (f"{caption(config, seeds, command, results)}\n\nFinal test accuracy; {RULES}.\n\n"
           f"{accuracy_table(groups, baseline)}")
   if goals:
     robust = clock_robustness(groups, baseline, goals, primary)
@@ -114,8 +114,8 @@ def compression_report(results: Sequence[RunResult], config: ml_collections.Conf
   header = ["compression", "bits per step (per worker)", "fewer bits than none",
             "final test accuracy", *noninferiority_header("none"), "simulated time (s)"]
   seeds = sorted({r.spec.seed for r in results})
-  text = (f"{config.strategy.name}; {caption(config, seeds, command)} Bits per step include "
-          f"dense warm-up steps; {RULES}.\n\n{markdown(header, rows)}")
+  text = (f"{config.strategy.name}; {caption(config, seeds, command, results)} Bits per step "
+          f"include dense warm-up steps; {RULES}.\n\n{markdown(header, rows)}")
   return groups, text
 
 
@@ -125,4 +125,4 @@ def sweep_report(results: Sequence[RunResult], config: ml_collections.ConfigDict
   combination with the best mean validation accuracy is the one chosen."""
   groups = summarize(results, results[0].spec.label)
   seeds = sorted({r.spec.seed for r in results})
-  return groups, f"{caption(config, seeds, command)}\n\n{sweep_table(groups)}"
+  return groups, f"{caption(config, seeds, command, results)}\n\n{sweep_table(groups)}"

@@ -5,8 +5,6 @@ import os
 import shutil
 from typing import Callable, Mapping, Sequence
 
-import jax
-import jaxlib
 import matplotlib
 
 matplotlib.use("Agg")
@@ -14,23 +12,21 @@ import matplotlib.pyplot as plt  # noqa: E402
 import ml_collections  # noqa: E402
 import numpy as np  # noqa: E402
 
-from odsgd_jax import xla_flags  # noqa: E402
 from odsgd_jax.study import verdicts  # noqa: E402
 from odsgd_jax.study._aggregate import Group, converged  # noqa: E402
 from odsgd_jax.study._readme import replace_section, repository_root  # noqa: E402
 from odsgd_jax.study._robustness import robustness  # noqa: E402
-from odsgd_jax.study._runner import timed_accuracy  # noqa: E402
+from odsgd_jax.study._records import environment  # noqa: E402
+from odsgd_jax.study._runner import RunResult, timed_accuracy  # noqa: E402
 from odsgd_jax.study._stats import CONFIDENCE, Interval, mean_ci, paired  # noqa: E402
 from odsgd_jax.study._targets import reached, speed_row  # noqa: E402
 
 
-def environment() -> str:
-  """What produced the numbers: JAX versions and the devices."""
-  devices = jax.devices()
-  gpu = (f", deterministic GPU ops {'on' if xla_flags.deterministic_ops() else 'off'}"
-         if devices[0].platform == "gpu" else "")  # CPU programs are deterministic anyway
-  return (f"jax {jax.__version__}, jaxlib {jaxlib.__version__}, {len(devices)} x "
-          f"{devices[0].device_kind}{gpu}")
+def environment_of(runs: Sequence[RunResult] = ()) -> str:
+  """The environment that made `runs` (their records'; several joined by "; "), or, with
+  none, this process's."""
+  made = sorted({run.environment for run in runs if run.environment})
+  return "; ".join(made) if made else environment()
 
 
 def describe_cluster(config: ml_collections.ConfigDict) -> str:
@@ -57,12 +53,26 @@ def describe_cluster(config: ml_collections.ConfigDict) -> str:
           f"{overlap}, {terms}")
 
 
-def caption(config: ml_collections.ConfigDict, seeds: Sequence[int], command: str) -> str:
+def evaluation_grid(train: ml_collections.ConfigDict) -> str:
+  """How a config's runs evaluate, for a caption."""
+  if not train.eval_every:
+    return "evaluated at the end"
+  if not train.get("eval_growth"):
+    text = f"evaluated every {train.eval_every} steps"
+  else:
+    text = (f"evaluated on a growing grid (spans of {100 * train.eval_growth:g}% of the step, "
+            f"at least {train.eval_every} steps)")
+  return text + (" until the last target, and at the end" if train.get("eval_until") else "")
+
+
+def caption(config: ml_collections.ConfigDict, seeds: Sequence[int], command: str,
+            runs: Sequence[RunResult] = ()) -> str:
+  """`runs`: the results the caption is of (their records' environment is named)."""
   return (f"{config.data.name}, {config.model.name}, {config.train.num_steps} steps, "
-          f"evaluated every {config.train.eval_every} steps; {describe_cluster(config)}; "
+          f"{evaluation_grid(config.train)}; {describe_cluster(config)}; "
           f"{len(seeds)} seeds ({', '.join(map(str, seeds))}), means ± "
           f"{100 * CONFIDENCE:.0f}% Student-t intervals, differences paired by seed; "
-          f"{environment()}; produced by `{command}`.")
+          f"{environment_of(runs)}; produced by `{command}`.")
 
 
 def _accuracy(group: Group) -> str:

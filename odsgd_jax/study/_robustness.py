@@ -23,7 +23,7 @@ from odsgd_jax.study._aggregate import Group
 from odsgd_jax.study._runner import RunResult
 from odsgd_jax.study._stats import mean_ci
 from odsgd_jax.study.verdicts import Verdict
-from odsgd_jax.train import CLOCK_FILE, CONSTANT_FIELDS, retime
+from odsgd_jax.train import CLOCK_FILE, CONSTANT_FIELDS, retime_record
 
 # What a "robust to the clock" column means, for a table's caption.
 ROBUSTNESS = ("Robust to the clock: the verdict is the same with every fitted constant that "
@@ -80,18 +80,23 @@ def clock_variants(names: Sequence[str],
 _REPLAYS: dict[tuple[str, str, tuple], np.ndarray] = {}
 
 
-def _replayed_times(workdir: str, constants: Mapping[str, float]) -> np.ndarray:
-  """`retime`'s times, shared by runs that differ only in their training seed, which the
-  clock never reads: runs whose records are the same (the seeds of a strategy whose ticks
-  do not depend on the parameters) replay once, not once per seed."""
-  with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
-    config = json.load(f)
-  config["train"].pop("seed", None)
-  with open(os.path.join(workdir, CLOCK_FILE), encoding="utf-8") as f:
-    record = f.read()
-  key = (json.dumps(config, sort_keys=True), record, tuple(sorted(constants.items())))
+def _replayed_times(result: RunResult, constants: Mapping[str, float]) -> np.ndarray:
+  """`retime_record`'s times, shared by runs that differ only in their training seed, which
+  the clock never reads: runs whose records are the same (the seeds of a strategy whose
+  ticks do not depend on the parameters) replay once, not once per seed. A result without
+  its config and clock (made by hand) is read from its workdir."""
+  config, clock = result.config, result.clock
+  if config is None or clock is None:
+    with open(os.path.join(result.workdir, "config.json"), encoding="utf-8") as f:
+      config = json.load(f)
+    with open(os.path.join(result.workdir, CLOCK_FILE), encoding="utf-8") as f:
+      clock = json.load(f)
+  unseeded = json.loads(json.dumps(config))
+  unseeded["train"].pop("seed", None)
+  key = (json.dumps(unseeded, sort_keys=True), json.dumps(clock, sort_keys=True),
+         tuple(sorted(constants.items())))
   if key not in _REPLAYS:
-    _REPLAYS[key] = retime(workdir, constants)
+    _REPLAYS[key] = retime_record(config, clock, constants, result.workdir)
   return _REPLAYS[key]
 
 
@@ -101,7 +106,7 @@ def retimed_result(result: RunResult, constants: Mapping[str, float]) -> RunResu
   used = {name: value for name, value in constants.items() if name in clock_constants(result)}
   if result.summary is None or not used:
     return result
-  times = _replayed_times(result.workdir, used)
+  times = _replayed_times(result, used)
   evaluations = [{**row, "sim_time": float(times[int(row["step"]) - 1]) if row["step"] else 0.0}
                  for row in result.evaluations]
   summary = {**result.summary, "sim_time_s": float(times[-1])}

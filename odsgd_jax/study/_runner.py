@@ -1,4 +1,5 @@
-"""Runs a study's grid, one fresh workdir per run, several runs at once on a multi-core host."""
+"""Runs a study's grid, one fresh workdir per run, several runs at once on a multi-core host;
+keeps a record of each finished run (`_records`) and reuses the records that match."""
 
 import concurrent.futures
 import ctypes
@@ -13,6 +14,7 @@ from typing import Any, Callable, Sequence
 
 import jax
 
+from odsgd_jax.study import _records as records_lib
 from odsgd_jax.study._grid import RunSpec, StudyInputError
 from odsgd_jax.train import (CLOCK_FILE, ConfigError, NonFiniteLossError, read_metrics,
                              train_and_evaluate, use_compilation_cache, validate_config)
@@ -29,7 +31,12 @@ class RunResult:
       `validation_...` during a run on a data set with a validation split, `test_...`
       otherwise and at its end).
     error: why it stopped early ("diverged: ..."), or None.
-    workdir: its folder (metrics.jsonl, checkpoints, model).
+    workdir: its folder (metrics.jsonl, checkpoints, model); absent where the result
+      came from a record.
+    config: its resolved config (`ConfigDict.to_dict()`).
+    clock: what its simulated clock charged (clock.json, what `retime` replays); None for a
+      run that diverged.
+    environment: the JAX versions and devices that trained it.
   """
 
   spec: RunSpec
@@ -37,6 +44,9 @@ class RunResult:
   evaluations: list[dict[str, float]]
   error: str | None
   workdir: str
+  config: dict[str, Any] | None = None
+  clock: dict[str, Any] | None = None
+  environment: str = ""
 
   @property
   def accuracy(self) -> float | None:
@@ -71,8 +81,23 @@ def run_one(spec: RunSpec, workdir: str, resume: bool = False,
     try:
       summary = train_and_evaluate(config, workdir)
     except NonFiniteLossError as error:
-      return RunResult(spec, None, _evaluations(workdir), f"diverged: {error}", workdir)
-  return RunResult(spec, summary, _evaluations(workdir), None, workdir)
+      return RunResult(spec, None, _evaluations(workdir), f"diverged: {error}", workdir,
+                       config.to_dict(), None, records_lib.environment())
+  with open(os.path.join(workdir, CLOCK_FILE), encoding="utf-8") as f:
+    clock = json.load(f)
+  return RunResult(spec, summary, _evaluations(workdir), None, workdir, config.to_dict(), clock,
+                   records_lib.environment())
+
+
+def _record_of(result: RunResult) -> dict[str, Any]:
+  return records_lib.make_record(result.spec.label, result.spec.seed, result.config,
+                                 result.summary, result.evaluations, result.error, result.clock,
+                                 result.environment)
+
+
+def _from_record(spec: RunSpec, record: dict[str, Any], workdir: str) -> RunResult:
+  return RunResult(spec, record["summary"], record["evaluations"], record["error"], workdir,
+                   record["config"], record["clock"], record["environment"])
 
 
 def _finished_summary(workdir: str, config: dict[str, Any]) -> dict[str, Any] | None:
@@ -175,9 +200,85 @@ def check_specs(specs: Sequence[RunSpec], output: str | None = None,
       raise type(error)(f"run {spec.name} ({spec.config}): {error}") from error
 
 
+@dataclasses.dataclass(frozen=True)
+class Keeping:
+  """How a study's runs are kept and when it stops launching them (the flags every study
+  script shares; docs/results.md, "Run records" and "Studies in slices").
+
+  Attributes:
+    from_records: the results come from the records alone: nothing is trained, and a run
+      without a matching record is an error before anything is written.
+    stale: what to do with a record of the run's config made by other code
+      (`_records.is_stale`): "refuse" to start, naming them; "retrain" them; or "accept"
+      them as made by this code (the record keeps its own identity beside).
+    stop_at: a `time.time()` after which no further run is launched: the runs in flight
+      finish and keep their records, then the study raises `StudyPaused`.
+  """
+
+  from_records: bool = False
+  stale: str = "refuse"
+  stop_at: float | None = None
+
+
+class StudyPaused(Exception):
+  """The study stopped launching runs at its time limit (`Keeping.stop_at`); every run that
+  finished has its record, and `remaining` runs of this study have not been trained."""
+
+  def __init__(self, remaining: int, records: str | None):
+    super().__init__(f"{remaining} runs of {records or 'the study'} remain")
+    self.remaining = remaining
+
+
+def _trained_config(spec: RunSpec) -> dict[str, Any]:
+  """The config a run of `spec` trains with (as `run_one` sets it), as a dict."""
+  config = spec.build()
+  config.train.progress_bar = False
+  return config.to_dict()
+
+
+def _reused(specs: Sequence[RunSpec], workdirs: Sequence[str], records: str,
+            reuse_records: Sequence[str], stale_policy: str) -> list[RunResult | None]:
+  """Each spec's result from a record of its config (this study's, else one of
+  `reuse_records`, copied into this study's), or None where it must be trained."""
+  results: list[RunResult | None] = [None] * len(specs)
+  stale = []
+  for i, spec in enumerate(specs):
+    digest = records_lib.config_digest(_trained_config(spec))
+    for folder in (records, *reuse_records):
+      record = records_lib.read_record(records_lib.record_path(folder, spec.name))
+      if record is None or record.get("config_digest") != digest:
+        continue
+      if records_lib.is_stale(record):
+        if folder == records:
+          stale.append((i, record))
+        continue
+      if folder != records:
+        records_lib.write_record(records_lib.record_path(records, spec.name), record)
+      results[i] = _from_record(spec, record, workdirs[i])
+      break
+  if stale and stale_policy == "refuse":
+    first = stale[0][1]
+    raise StudyInputError(
+        f"{len(stale)} records in {records} (first: {specs[stale[0][0]].name}.json, commit "
+        f"{first.get('commit')}) were made by other code than this checkout's (trajectory "
+        f"code {first.get('code', {}).get('trajectory')} against "
+        f"{records_lib.trajectory_digest()}, or another JAX or platform): they are not reused "
+        f"silently. Rerun with --stale retrain to train them again, or, if the change cannot "
+        f"move a trajectory, --stale accept to keep them (docs/results.md, \"Run records\")")
+  if stale_policy == "accept":
+    for i, record in stale:
+      if results[i] is None:
+        record = records_lib.accepted(record)
+        records_lib.write_record(records_lib.record_path(records, specs[i].name), record)
+        results[i] = _from_record(specs[i], record, workdirs[i])
+  return results
+
+
 def run_study(specs: Sequence[RunSpec], output: str, *, processes: int = 1,
               resume: bool = False, reuse: Sequence[str] = (),
-              report: Callable[[RunResult], None] | None = None) -> list[RunResult]:
+              report: Callable[[RunResult], None] | None = None, records: str | None = None,
+              reuse_records: Sequence[str] = (), keeping: Keeping = Keeping()
+              ) -> list[RunResult]:
   """Runs every spec in its own folder `output/runs/<spec.name>` and writes
   `output/study.json` (one row per run, per-seed values included).
 
@@ -187,45 +288,88 @@ def run_study(specs: Sequence[RunSpec], output: str, *, processes: int = 1,
     processes: runs trained at the same time, each in its own process (1: in this
       one). Results do not depend on it: every run is a pure function of its config.
     resume: keep runs that already finished with the same config (after a crash of
-      a long study); by default every run starts afresh.
+      a long study), in `records` or in `output`; by default every run starts afresh.
     reuse: folders of other studies: a run there of the same name that finished with the
       same config is copied, not trained again (e.g. a tuned setting that is the default).
     report: called with each result as it arrives (e.g. to print progress).
+    records: the folder of the study's run records (`_records`): each finished run writes
+      `<records>/<spec.name>.json`; with `resume` (or `keeping.from_records`) a record of
+      the same config made by this code is its result. None: no records.
+    reuse_records: record folders of other studies, searched like `reuse`.
+    keeping: reading only records, stale records, a time to stop launching runs.
 
   Returns:
     The results, in the order of `specs`.
 
   Raises:
     StudyInputError, ConfigError: no runs, a run given twice, `processes` < 1, `output`
-      a file, or a run's config invalid (`check_specs`, before any run starts and before
-      anything is written).
+      a file, a run's config invalid (`check_specs`), stale records refused, or a run
+      without a record under `keeping.from_records`; before any run starts and before
+      anything is written.
+    StudyPaused: `keeping.stop_at` passed before every run was launched; the runs that
+      finished kept their records.
   """
   check_specs(specs, output, processes)
-  os.makedirs(output, exist_ok=True)
+  if keeping.stale not in records_lib.STALE_POLICIES:
+    raise StudyInputError(f"stale={keeping.stale!r}: choose one of "
+                          f"{', '.join(records_lib.STALE_POLICIES)}")
+  if keeping.from_records and not records:
+    raise StudyInputError("results from records alone, but the study keeps no records: give "
+                          "--records or --readme (whose section names its records' folder)")
   workdirs = [os.path.join(output, "runs", spec.name) for spec in specs]
+  results: list[RunResult | None] = [None] * len(specs)
+  if records and (resume or keeping.from_records):
+    results = _reused(specs, workdirs, records, reuse_records, keeping.stale)
+  todo = [i for i, result in enumerate(results) if result is None]
+  if keeping.from_records and todo:
+    raise StudyInputError(
+        f"{len(todo)} of the {len(specs)} runs have no record of their config made by this "
+        f"code in {records} (first: {specs[todo[0]].name}.json): train them (the same "
+        f"command with --resume instead of --from_records), or see --stale")
+  os.makedirs(output, exist_ok=True)
   twins = [[os.path.join(folder, "runs", spec.name) for folder in reuse] for spec in specs]
   # The seeds of a strategy compile once: in the cache the user named through JAX's own
   # variable (shared with other studies and runs), else in the study's folder.
   cache = os.environ.get("JAX_COMPILATION_CACHE_DIR") or os.path.join(output, "jax_cache")
-  results: list[RunResult | None] = [None] * len(specs)
   started = time.perf_counter()
-  if processes <= 1 or len(specs) == 1:
-    for i, (spec, workdir) in enumerate(zip(specs, workdirs, strict=True)):
-      results[i] = run_one(spec, workdir, resume, cache, twins[i])
-      if report:
-        report(results[i])
-  else:
+  for result in results:
+    if result is not None and report:
+      report(result)
+
+  def finished(i: int, result: RunResult) -> None:
+    results[i] = result
+    if records:  # at once: a kill later loses only the runs in flight
+      records_lib.write_record(records_lib.record_path(records, specs[i].name),
+                               _record_of(result))
+    if report:
+      report(result)
+
+  def may_launch() -> bool:
+    return keeping.stop_at is None or time.time() < keeping.stop_at
+
+  queue = list(todo)
+  if processes <= 1 or len(queue) <= 1:
+    while queue and may_launch():
+      i = queue.pop(0)
+      finished(i, run_one(specs[i], workdirs[i], resume, cache, twins[i]))
+  elif queue:
     share_accelerator_memory()  # the worker processes inherit it
     # spawn: a fresh JAX in each worker process (forking a started runtime is unsafe)
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(processes, mp_context=context,
                                                 initializer=_end_with_parent) as pool:
-      futures = {pool.submit(run_one, spec, workdir, resume, cache, twins[i]): i
-                 for i, (spec, workdir) in enumerate(zip(specs, workdirs, strict=True))}
-      for future in concurrent.futures.as_completed(futures):
-        results[futures[future]] = future.result()
-        if report:
-          report(results[futures[future]])
+      running: dict[concurrent.futures.Future, int] = {}
+      while queue or running:
+        while queue and len(running) < processes and may_launch():  # launched as slots free
+          i = queue.pop(0)
+          running[pool.submit(run_one, specs[i], workdirs[i], resume, cache, twins[i])] = i
+        if not running:
+          break
+        done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+        for future in done:
+          finished(running.pop(future), future.result())
+  if queue:
+    raise StudyPaused(len(queue), records)
   with open(os.path.join(output, "study.json"), "w", encoding="utf-8") as f:
     json.dump({"wall_time_s": time.perf_counter() - started,
                "runs": [result.row() for result in results]}, f, indent=1)

@@ -96,22 +96,54 @@ def speed_row(strategy: Group, baseline: Group,
           for name, goal in goals.items()}
 
 
+def _arrival_share(run, target: float) -> float | None:
+  """The share of a run's time to `target` that lies between the evaluation that first saw
+  it and the one before (the arrival is known only to within that span); None where the
+  run never reaches it or diverged."""
+  if run.summary is None:
+    return None
+  metric, before = timed_accuracy(run.evaluations), 0.0
+  for row in run.evaluations:
+    if row[metric] >= target:
+      return (row["sim_time"] - before) / row["sim_time"]
+    before = row["sim_time"]
+  return None
+
+
 def resolution(group: Group, target: float) -> float:
   """The worst relative resolution of the group's times to `target`: over the seeds that
-  reach it, the largest share of the arrival time that lies between the evaluation that
-  first saw the target and the one before (the arrival is known only to within that
-  span); nan where no seed reaches it."""
-  shares = []
-  for run in group.runs:
-    if run.summary is None:
-      continue
-    metric, before = timed_accuracy(run.evaluations), 0.0
-    for row in run.evaluations:
-      if row[metric] >= target:
-        shares.append((row["sim_time"] - before) / row["sim_time"])
-        break
-      before = row["sim_time"]
+  reach it, the largest `_arrival_share`; nan where no seed reaches it."""
+  shares = [s for run in group.runs if (s := _arrival_share(run, target)) is not None]
   return max(shares) if shares else float("nan")
+
+
+def ratio_resolution(strategy: Group, baseline: Group, target: float) -> float:
+  """The worst relative resolution of the ratio of two arms' times to `target`, over the
+  seeds where both arrive: the true ratio lies between (1 - e_s) and 1 / (1 - e_b) times the
+  one read, e_s and e_b the arms' `_arrival_share`s; this is that interval's width. nan
+  where no seed has both."""
+  base = {run.spec.seed: run for run in baseline.runs}
+  widths = []
+  for run in strategy.runs:
+    own = _arrival_share(run, target)
+    other = _arrival_share(base[run.spec.seed], target) if run.spec.seed in base else None
+    if own is not None and other is not None:
+      widths.append(1 / (1 - other) - (1 - own))
+  return max(widths) if widths else float("nan")
+
+
+def resolution_lines(pairs: Sequence[tuple[Group, Group]], goals: Mapping[str, float]
+                     ) -> list[str]:
+  """What a study prints of its achieved resolution: for each target, each arm's worst
+  share and each compared pair's worst ratio width."""
+  lines = []
+  for name, goal in goals.items():
+    arms = {g.label: g for pair in pairs for g in pair}
+    per_arm = ", ".join(f"{label} {100 * resolution(g, goal):.2f}%" for label, g in arms.items())
+    ratios = ", ".join(f"{s.label}/{b.label} {100 * ratio_resolution(s, b, goal):.2f}%"
+                       for s, b in pairs)
+    lines.append(f"resolution at {name} ({goal:.4f}): per arm {per_arm}; ratios {ratios}")
+  return lines
 
 
 def reached(group: Group, target: float) -> tuple[int, int]:

@@ -27,6 +27,7 @@ from odsgd_jax.train._simulation import CLOCK_FILE as CLOCK_FILE
 from odsgd_jax.train._simulation import CONSTANT_FIELDS as CONSTANT_FIELDS
 from odsgd_jax.train._simulation import SimulatedClock as SimulatedClock
 from odsgd_jax.train._simulation import retime as retime
+from odsgd_jax.train._simulation import retime_record as retime_record
 from odsgd_jax.train._step import StepSetup as StepSetup
 from odsgd_jax.train._step import clock_record as clock_record
 from odsgd_jax.train._step import metric_names as metric_names

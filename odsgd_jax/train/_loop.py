@@ -12,6 +12,7 @@ from etils import epath
 
 from odsgd_jax import parallel, xla_flags
 from odsgd_jax.train._checkpoint import Checkpoints, save_model
+from odsgd_jax.train._evaluation_grid import evaluation_steps
 from odsgd_jax.train._experiment import Experiment, build_experiment
 from odsgd_jax.train._metrics import MetricsWriter
 from odsgd_jax.train._progress import (DeviceSchedules, NonFiniteLossError, PreemptionNotice,
@@ -81,7 +82,11 @@ class _Run:
     self.schedules = DeviceSchedules(experiment)
     self.identity = experiment.identity()
     self.evaluation: dict[str, float] | None = None
-    self.input_s = self.loop_s = 0.0  # of this session's loop: reading input, and in all
+    # of this session's loop: reading input, evaluating, and in all
+    self.input_s = self.evaluation_s = self.loop_s = 0.0
+    self.evaluations = 0  # of this session
+    self.evaluation_steps = evaluation_steps(self.cfg.num_steps, self.cfg.eval_every,
+                                             self.cfg.eval_growth)
     self.checkpoints = self.writer = self.bar = None  # closed by `close`
     self.preemption = PreemptionNotice()  # from the start: a SIGTERM while resuming counts
     try:
@@ -140,7 +145,8 @@ class _Run:
         self.log.record(*in_flight)
       in_flight = dispatched
       self.bar.update(1)
-      eval_due = step % self.cfg.eval_every == 0 or step == self.cfg.num_steps
+      eval_due = step == self.cfg.num_steps or (
+          step in self.evaluation_steps and self.progress.evaluations_stopped is None)
       save_due = step % self.cfg.checkpoint_every == 0 or step == self.cfg.num_steps
       parallel.now_doing(f"agreeing whether the run was preempted at step {step}")
       preempted = self.preemption.requested(step)
@@ -165,12 +171,18 @@ class _Run:
     return evaluation
 
   def evaluate(self, step: int) -> None:
+    started = time.perf_counter()
     self.evaluation = self.evaluated(step)
+    self.evaluation_s += time.perf_counter() - started
+    self.evaluations += 1
     self.writer.write(step, {**self.evaluation, "sim_time": self.progress.clock.time})
+    accuracy = self.evaluation[f"{self.evaluator.name}_accuracy"]
     target = self.cfg.target_accuracy
-    if (self.progress.reached_target is None and target
-        and self.evaluation[f"{self.evaluator.name}_accuracy"] >= target):
+    if self.progress.reached_target is None and target and accuracy >= target:
       self.progress.reached_target = (step, self.progress.clock.time)
+    if (self.progress.evaluations_stopped is None and self.cfg.eval_until
+        and accuracy >= self.cfg.eval_until):
+      self.progress.evaluations_stopped = step  # saved: a resumed run stops them too
     for hook in self.hooks:
       hook.after_eval(step, self.evaluation)
 
@@ -207,7 +219,8 @@ class _Run:
     finally:
       self.close()
     return run_summary(self.x, int(self.state.step), self.evaluation, self.progress,
-                   self.start_step >= self.cfg.num_steps, self.loop_s, self.input_s)
+                       self.start_step >= self.cfg.num_steps, self.loop_s, self.input_s,
+                       self.evaluation_s, self.evaluations)
 
   def close(self) -> None:
     """Closes what the session opened; after an error, the last save is kept intact."""

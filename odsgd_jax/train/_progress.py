@@ -34,6 +34,8 @@ class Progress:
     self.data_positions = np.broadcast_to(np.asarray(saved.get("data_positions", 0), np.int64),
                                           (experiment.num_workers,)).copy()
     self.reached_target = saved.get("reached_target")  # (step, sim_time) or None
+    # the step whose evaluation reached train.eval_until (none after it but the last)
+    self.evaluations_stopped = saved.get("evaluations_stopped")
     self.wall_time_before = saved.get("wall_time_s", 0.0)  # of earlier sessions
     self.started = time.perf_counter()
 
@@ -44,6 +46,7 @@ class Progress:
   def state_dict(self, identity: dict[str, Any]) -> dict[str, Any]:
     return {"data_positions": self.data_positions.tolist(), "wall_time_s": self.wall_time,
             "clock": self.clock.state_dict(), "reached_target": self.reached_target,
+            "evaluations_stopped": self.evaluations_stopped,
             "identity": identity}
 
 
@@ -138,8 +141,9 @@ class PreemptionNotice:
 
 
 def run_summary(experiment: Experiment, steps: int, evaluation: dict[str, float],
-            progress: Progress, finished_before: bool, loop_s: float,
-            input_s: float) -> dict[str, Any]:
+                progress: Progress, finished_before: bool, loop_s: float,
+                input_s: float, evaluation_s: float = 0.0,
+                evaluations: int = 0) -> dict[str, Any]:
   """What summary.json says of a run after `steps` steps; `finished_before`: this session
   resumed a finished run (its wall time is that of the earlier sessions)."""
   data_cfg, clock, reached = experiment.config.data, progress.clock, progress.reached_target
@@ -169,4 +173,10 @@ def run_summary(experiment: Experiment, steps: int, evaluation: dict[str, float]
       # measures that by running the loop without the input pipeline).
       "loop_time_s": loop_s,
       "input_host_fraction": input_s / max(loop_s, 1e-9),
+      # Of this session's loop too: the evaluations it ran (train.eval_every, eval_growth,
+      # eval_until) and the wall time they took; the rest of loop_time_s is training, and
+      # wall_time_s - loop_time_s starting up (data, compiling, the clock's probe) and
+      # closing (the model, the last checkpoint).
+      "evaluation_time_s": evaluation_s,
+      "evaluations": evaluations,
   }

@@ -130,7 +130,17 @@ SCHEMA: dict[str, dict[str, Field]] = {
     },
     "train": {
         "num_steps": Field(3000, _COUNT),
-        "eval_every": Field(500, _COUNT),  # also at the end
+        # steps between evaluations (the smallest span on a growing grid); also at the end;
+        # 0: only at the end
+        "eval_every": Field(500, domains.integer(0)),
+        # a growing (geometric) grid: after step s the next evaluation comes
+        # max(eval_every, eval_every * floor(eval_growth * s / eval_every)) steps later, so a
+        # time read off it is known to within about eval_growth of itself; 0: every
+        # eval_every steps
+        "eval_growth": Field(0.0, domains.real(0, 1, high_open=True)),
+        # the evaluations during the run stop once the evaluated accuracy reaches this (the
+        # last target a study times); the one at the end stays; 0: never stop
+        "eval_until": Field(0.0, domains.real(0, 1)),
         "checkpoint_every": Field(1000, _COUNT),  # also at the end
         "log_every": Field(1, _COUNT),
         # gradient, update, parameter norms: 3 passes over the model

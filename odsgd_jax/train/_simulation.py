@@ -93,15 +93,23 @@ CONSTANT_FIELDS = {"noise": "jitter", "interference": "interference",
 
 
 def retime(workdir: str, constants: Mapping[str, float]) -> np.ndarray:
-  """The simulated time after each tick of the finished run in `workdir`, its clock
-  rebuilt with the fitted `constants` ({name: value}, e.g. noise or tcp) changed and
-  charged the same messages tick by tick as the run's was. For a strategy whose schedule
-  follows the clock (asgd, ssp, oscars), the schedule is the new clock's while the
-  training that the times are read against ran on the old one's: an approximation."""
+  """`retime_record` of the finished run in `workdir` (its config.json and CLOCK_FILE)."""
   with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
-    config = ml_collections.ConfigDict(json.load(f))
+    config = json.load(f)
   with open(os.path.join(workdir, CLOCK_FILE), encoding="utf-8") as f:
     record = json.load(f)
+  return retime_record(config, record, constants, workdir)
+
+
+def retime_record(config_dict: Mapping[str, Any], record: Mapping[str, Any],
+                  constants: Mapping[str, float], source: str = "the run") -> np.ndarray:
+  """The simulated time after each tick of a finished run (its config as a dict, and what
+  its clock recorded, `SimulatedClock.record`), its clock rebuilt with the fitted
+  `constants` ({name: value}, e.g. noise or tcp) changed and charged the same messages tick
+  by tick as the run's was. For a strategy whose schedule follows the clock (asgd, ssp,
+  oscars), the schedule is the new clock's while the training that the times are read
+  against ran on the old one's: an approximation. `source` names the run in errors."""
+  config = ml_collections.ConfigDict(json.loads(json.dumps(config_dict)))
   for name, field in CONSTANT_FIELDS.items():
     if name in constants:
       config.cluster[field] = constants[name]
@@ -112,7 +120,7 @@ def retime(workdir: str, constants: Mapping[str, float]) -> np.ndarray:
                           tuple(inputs["input_shape"]), inputs["num_classes"], shares)
   ticks = sum(run[0] for run in record["charges"])
   if ticks != config.train.num_steps:
-    raise ValueError(f"{workdir}/{CLOCK_FILE} records {ticks} ticks of a run of "
+    raise ValueError(f"{source}: its clock records {ticks} ticks of a run of "
                      f"{config.train.num_steps}: it was not written by a finished run of this "
                      f"version; run it again to retime it")
   times = []

@@ -1,0 +1,154 @@
+"""Run records: what a finished run of a study leaves in the repository, so that a study
+survives its machine (a fresh checkout resumes it) and its tables regenerate without
+training (docs/results.md, "Run records").
+
+A record holds the run's label and seed, its resolved config and that config's digest, the
+summary, the evaluation rows, the simulated clock's charges (what `retime` replays), the
+environment, and which code made it: the trajectory code's digest (below), the JAX
+versions and the platform, and the commit. A record is reused only where both the config's
+digest and the code's identity match; one made by other code is "stale", and a study
+refuses to start on stale records until told to retrain them or to accept them.
+
+The trajectory code is every module of the package but `odsgd_jax.study` (which turns
+finished runs into tables and cannot move a run), each read as its syntax tree without
+docstrings: an edit to a comment, a docstring or the layout keeps the records, any other
+edit makes them stale. That errs on the safe side: a refactor that moves no trajectory
+makes them stale too, and is then accepted by name (`--stale accept`, which writes both
+identities into each record).
+"""
+
+import ast
+import datetime
+import functools
+import hashlib
+import json
+import os
+import subprocess
+from typing import Any
+
+import jax
+import jaxlib
+
+from odsgd_jax import xla_flags
+
+RECORDS_FOLDER = "records"  # at the repository's root, one folder per generated table
+FORMAT = 1
+STALE_POLICIES = ("refuse", "retrain", "accept")
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # odsgd_jax/
+_NOT_TRAJECTORY = ("study",)  # subpackages that only read finished runs
+
+
+def environment() -> str:
+  """What produced the numbers: JAX versions and the devices."""
+  devices = jax.devices()
+  gpu = (f", deterministic GPU ops {'on' if xla_flags.deterministic_ops() else 'off'}"
+         if devices[0].platform == "gpu" else "")  # CPU programs are deterministic anyway
+  return (f"jax {jax.__version__}, jaxlib {jaxlib.__version__}, {len(devices)} x "
+          f"{devices[0].device_kind}{gpu}")
+
+
+def config_digest(config: dict[str, Any]) -> str:
+  """The digest of a resolved config (`ConfigDict.to_dict()`), independent of key order."""
+  text = json.dumps(json.loads(json.dumps(config)), sort_keys=True)
+  return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _without_docstrings(tree: ast.AST) -> ast.AST:
+  for node in ast.walk(tree):
+    if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+      body = node.body
+      if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+          and isinstance(body[0].value.value, str)):
+        node.body = body[1:] or [ast.Pass()]
+  return tree
+
+
+def trajectory_files() -> list[str]:
+  """The package's modules that can move a trajectory, as paths relative to the package."""
+  files = []
+  for folder, subfolders, names in os.walk(_PACKAGE):
+    subfolders[:] = sorted(s for s in subfolders if s != "__pycache__" and not (
+        folder == _PACKAGE and s in _NOT_TRAJECTORY))
+    files += [os.path.relpath(os.path.join(folder, n), _PACKAGE) for n in names
+              if n.endswith(".py")]
+  return sorted(files)
+
+
+@functools.lru_cache(maxsize=1)
+def trajectory_digest() -> str:
+  """The digest of the trajectory code's syntax trees (comments, docstrings and layout
+  left out)."""
+  digest = hashlib.sha256()
+  for name in trajectory_files():
+    with open(os.path.join(_PACKAGE, name), encoding="utf-8") as f:
+      tree = _without_docstrings(ast.parse(f.read()))
+    digest.update(name.encode() + b"\0" + ast.dump(tree).encode() + b"\0")
+  return digest.hexdigest()[:16]
+
+
+def code_identity() -> dict[str, str]:
+  """What must match for a record to be reused: the trajectory code, the JAX versions and
+  the platform (a CPU's and a GPU's floats differ)."""
+  return {"trajectory": trajectory_digest(), "jax": jax.__version__,
+          "jaxlib": jaxlib.__version__, "platform": jax.default_backend()}
+
+
+def commit() -> str:
+  """The checkout's commit, "+changes" where the trajectory code differs from it; "unknown"
+  outside a git checkout."""
+  root = os.path.dirname(_PACKAGE)
+  try:
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, check=True,
+                          capture_output=True, text=True, timeout=30).stdout.strip()
+    changed = subprocess.run(["git", "status", "--porcelain", "--", "odsgd_jax"], cwd=root,
+                             check=True, capture_output=True, text=True, timeout=30).stdout
+  except (OSError, subprocess.SubprocessError):
+    return "unknown"
+  changed = [line for line in changed.splitlines() if "odsgd_jax/study/" not in line]
+  return head + ("+changes" if changed else "")
+
+
+def record_path(folder: str, name: str) -> str:
+  return os.path.join(folder, f"{name}.json")
+
+
+def read_record(path: str) -> dict[str, Any] | None:
+  """The record at `path`, or None: none there, or one cut short (a kill while writing it
+  leaves the previous one, as records are written by renaming)."""
+  try:
+    with open(path, encoding="utf-8") as f:
+      record = json.load(f)
+  except (OSError, ValueError):
+    return None
+  return record if isinstance(record, dict) and record.get("format") == FORMAT else None
+
+
+def write_record(path: str, record: dict[str, Any]) -> None:
+  """Writes `record` whole or not at all (a temporary file renamed into place)."""
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  temporary = f"{path}.tmp{os.getpid()}"
+  with open(temporary, "w", encoding="utf-8") as f:
+    json.dump(record, f, separators=(",", ":"), sort_keys=True)
+    f.write("\n")
+  os.replace(temporary, path)
+
+
+def make_record(label: str, seed: int, config: dict[str, Any], summary: dict[str, Any] | None,
+                evaluations: list[dict[str, float]], error: str | None,
+                clock: dict[str, Any] | None, environment: str) -> dict[str, Any]:
+  return {"format": FORMAT, "label": label, "seed": seed, "config_digest": config_digest(config),
+          "config": config, "summary": summary, "evaluations": evaluations, "error": error,
+          "clock": clock, "environment": environment, "code": code_identity(),
+          "commit": commit(), "written": datetime.datetime.now(datetime.timezone.utc)
+          .isoformat(timespec="seconds")}
+
+
+def is_stale(record: dict[str, Any]) -> bool:
+  """Made by other code (or JAX, or platform) than this checkout's."""
+  return record.get("code") != code_identity()
+
+
+def accepted(record: dict[str, Any]) -> dict[str, Any]:
+  """`record` declared made by this code (`--stale accept`): its own identity kept beside."""
+  return {**record, "code": code_identity(),
+          "accepted_from": [*record.get("accepted_from", []), record.get("code")]}
