@@ -330,10 +330,10 @@ def main() -> None:
   with open(os.path.join(args.output, "claims.md"), "w", encoding="utf-8") as f:
     f.write(text + "\n\n" + detail + "\n")
   if args.readme:
-    study.replace_section(args.readme, text)
+    study.replace_section(args.readme, text, check=args.check)
     command = study.command_line("scripts/claims.py")
     study.replace_section("claims_detail", f"Produced by `{command}` with the table in "
-                                           f"README.md.\n\n{detail}")
+                                           f"README.md.\n\n{detail}", check=args.check)
 
 
 if __name__ == "__main__":

@@ -64,7 +64,7 @@ def main() -> None:
     specs = study.compression_specs(args.config, names[0], compressions, seeds, common)
     results = study.run_with_flags(args, specs)
     groups, text = study.compression_report(results, specs[0].build(), command)
-    study.write_outputs(text, groups, args.output, args.readme)
+    study.write_outputs(text, groups, args.output, args.readme, check=args.check)
     return
 
   baseline = "ssgd" if "ssgd" in names else names[0]
@@ -99,7 +99,7 @@ def main() -> None:
     print("\n".join(study.resolution_lines(
         [(g, base) for g in groups if g.label != baseline], goals)), flush=True)
   study.write_outputs(text, groups, args.output, args.readme,
-                      goals[args.primary] if goals else None)
+                      goals[args.primary] if goals else None, check=args.check)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ def main() -> None:
   baseline = "ssgd" if "ssgd" in names else names[0]
   groups, text = study.strategy_report(results, specs[0].build(),
                                        study.command_line("scripts/results.py"), baseline)
-  study.write_outputs(text, groups, args.output, args.readme)
+  study.write_outputs(text, groups, args.output, args.readme, check=args.check)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ def main() -> None:
   results = study.run_with_flags(args, specs)
   groups, text = study.sweep_report(results, specs[0].build(),
                                     study.command_line("scripts/sweep.py"))
-  study.write_outputs(text, groups, args.output, args.readme)
+  study.write_outputs(text, groups, args.output, args.readme, check=args.check)
 
 
 if __name__ == "__main__":

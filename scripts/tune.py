@@ -86,7 +86,7 @@ def main() -> None:
     with open(os.path.join(folder, "tuned.json"), "w", encoding="utf-8") as f:
       json.dump(tuned, f, indent=1)
   if args.readme:
-    study.replace_section(args.readme, text)
+    study.replace_section(args.readme, text, check=args.check)
 
 
 if __name__ == "__main__":

@@ -95,3 +95,18 @@ def test_a_users_choice_of_deterministic_ops_is_kept(unprobed):
   unprobed.setattr(xla_flags, "backend_started", lambda: False)
   assert xla_flags.request_deterministic_ops() is False
   assert os.environ["XLA_FLAGS"] == "--xla_gpu_deterministic_ops=false"
+
+
+def _devices_after_simulate(xla_flags_value: str) -> int:
+  code = ("from odsgd_jax import xla_flags; xla_flags.simulate_host_devices(); import jax; "
+          "print(jax.device_count())")
+  result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "XLA_FLAGS": xla_flags_value,
+                                                       "JAX_PLATFORMS": "cpu"})
+  assert result.returncode == 0, result.stderr[-2000:]
+  return int(result.stdout.split()[-1])
+
+
+def test_a_study_splits_the_cpu_into_8_devices_unless_the_user_set_a_count():
+  assert _devices_after_simulate("") == xla_flags.STUDY_HOST_DEVICES == 8
+  assert _devices_after_simulate("--xla_force_host_platform_device_count=2") == 2

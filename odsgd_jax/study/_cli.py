@@ -65,6 +65,9 @@ def add_study_flags(parser: argparse.ArgumentParser, output: str,
   parser.add_argument("--from_records", action="store_true",
                       help="regenerate the tables from the records alone: no training, an "
                       "error if a run has none")
+  parser.add_argument("--check", action="store_true",
+                      help="with --readme: write no page, exit 1 if the generated section is "
+                      "not what this command gives (e.g. with --from_records)")
   parser.add_argument("--stale", default="refuse", choices=records_lib.STALE_POLICIES,
                       help="records of the same config made by other code: refuse to start "
                       "(default), retrain them, or accept them as this code's")
@@ -204,8 +207,8 @@ def common_overrides(args: argparse.Namespace) -> list[tuple[str, Any]]:
 
 # Flags that choose how a study is carried out, not what it computes: left out of the command
 # a table names, so that its regeneration from records (--from_records) writes the same text.
-_HOW_FLAGS = {"--resume": 0, "--from_records": 0, "--processes": 1, "--stop_after": 1,
-              "--stale": 1}
+_HOW_FLAGS = {"--resume": 0, "--from_records": 0, "--check": 0, "--processes": 1,
+              "--stop_after": 1, "--stale": 1, "--records": 1, "--output": 1}
 
 
 def command_line(script: str, argv: Sequence[str] | None = None) -> str:

@@ -9,6 +9,10 @@ class SectionError(LookupError):
   """No page, or more than one, holds a generated section's markers."""
 
 
+class SectionDiffers(SectionError):
+  """A generated section checked (`--check`) holds other text than its command gives."""
+
+
 def repository_root() -> str:
   """The checkout this package runs from (scripts write its README and docs/): the pages
   are not part of an installed package, so a section is written into the checkout an
@@ -64,13 +68,15 @@ def _markers(name: str) -> tuple[str, str]:
   return f"<!-- {name}:start -->", f"<!-- {name}:end -->"
 
 
-def replace_section(name: str, text: str, page: str | None = None) -> str:
+def replace_section(name: str, text: str, page: str | None = None, check: bool = False) -> str:
   """Replaces what lies between `<!-- name:start -->` and `<!-- name:end -->` in the one
   page (README.md or docs/*.md, or `page`) that holds them; returns that page. Paths in
-  `text`'s links are from the repository root, as the scripts write them.
+  `text`'s links are from the repository root, as the scripts write them. `check`: write
+  nothing, only raise `SectionDiffers` where the page holds other text.
 
   Raises:
     SectionError: no page holds the markers, or more than one does.
+    SectionDiffers: `check`, and the section is not `text`.
   """
   start, end = _markers(name)
   page = section_page(name, page)
@@ -79,6 +85,12 @@ def replace_section(name: str, text: str, page: str | None = None) -> str:
   head, rest = content.split(start, 1)
   _, tail = rest.split(end, 1)
   text = _relative_links(text.rstrip(), repository_root(), page)
+  if check:
+    if rest.split(end, 1)[0] != f"\n{text}\n":
+      raise SectionDiffers(f"the generated section {name!r} of {os.path.relpath(page)} is not "
+                           f"what this command gives: regenerate it (the same command without "
+                           f"--check)")
+    return page
   with open(page, "w", encoding="utf-8") as f:
     f.write(f"{head}{start}\n{text}\n{end}{tail}")
   return page

@@ -135,10 +135,13 @@ def write_record(path: str, record: dict[str, Any]) -> None:
 
 def make_record(label: str, seed: int, config: dict[str, Any], summary: dict[str, Any] | None,
                 evaluations: list[dict[str, float]], error: str | None,
-                clock: dict[str, Any] | None, environment: str) -> dict[str, Any]:
+                clock: dict[str, Any] | None, environment: str,
+                seconds: float | None = None) -> dict[str, Any]:
+  """`seconds`: the run's wall time in its study's process, start-up included."""
   return {"format": FORMAT, "label": label, "seed": seed, "config_digest": config_digest(config),
           "config": config, "summary": summary, "evaluations": evaluations, "error": error,
-          "clock": clock, "environment": environment, "code": code_identity(),
+          "clock": clock, "environment": environment, "seconds": seconds,
+          "code": code_identity(),
           "commit": commit(), "written": datetime.datetime.now(datetime.timezone.utc)
           .isoformat(timespec="seconds")}
 

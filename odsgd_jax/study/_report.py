@@ -251,17 +251,20 @@ def plot_curves(groups: Sequence[Group], path: str, target: float | None = None)
 
 
 def write_outputs(text: str, groups: Sequence[Group], output: str, readme_section: str = "",
-                  target: float | None = None) -> None:
+                  target: float | None = None, check: bool = False) -> None:
   """`output`/compare.md and compare.png; with `readme_section`, the generated section of
   that name in README.md or a docs/ page (table and plot, the plot copied to
-  docs/<section>.png)."""
+  docs/<section>.png); `check`: the section only compared (`replace_section`)."""
   with open(os.path.join(output, "compare.md"), "w", encoding="utf-8") as f:
     f.write(text + "\n")
   plot_path = os.path.join(output, "compare.png")
   plot_curves(groups, plot_path, target)
   print(text)
   print(f"wrote {output}/compare.md and {plot_path}")
-  if readme_section:
+  if readme_section and check:
+    replace_section(readme_section, f"{text}\n\n![{readme_section}](docs/{readme_section}.png)",
+                    check=True)
+  elif readme_section:
     docs = os.path.join(repository_root(), "docs")
     os.makedirs(docs, exist_ok=True)
     shutil.copy(plot_path, os.path.join(docs, f"{readme_section}.png"))

@@ -37,6 +37,9 @@ class RunResult:
     clock: what its simulated clock charged (clock.json, what `retime` replays); None for a
       run that diverged.
     environment: the JAX versions and devices that trained it.
+    seconds: the wall time of the run in its study's process, start-up (config, data,
+      compiling) included: what the study spent on it (`summary["wall_time_s"]` counts
+      from the train state's start). None where it was not measured.
   """
 
   spec: RunSpec
@@ -47,6 +50,7 @@ class RunResult:
   config: dict[str, Any] | None = None
   clock: dict[str, Any] | None = None
   environment: str = ""
+  seconds: float | None = None
 
   @property
   def accuracy(self) -> float | None:
@@ -61,6 +65,14 @@ class RunResult:
 
 def run_one(spec: RunSpec, workdir: str, resume: bool = False,
             cache: str | None = None, twins: Sequence[str] = ()) -> RunResult:
+  """`_run_one`, its wall time in this process (`RunResult.seconds`) measured around it."""
+  started = time.perf_counter()
+  result = _run_one(spec, workdir, resume, cache, twins)
+  return dataclasses.replace(result, seconds=time.perf_counter() - started)
+
+
+def _run_one(spec: RunSpec, workdir: str, resume: bool, cache: str | None,
+             twins: Sequence[str]) -> RunResult:
   """Trains `spec` in `workdir` (afresh, unless `resume` and it finished with the same
   config) and collects its result. A diverging run is a result, not an error.
   `cache`: a compilation cache folder shared by the study's runs. `twins`: folders of
@@ -92,12 +104,13 @@ def run_one(spec: RunSpec, workdir: str, resume: bool = False,
 def _record_of(result: RunResult) -> dict[str, Any]:
   return records_lib.make_record(result.spec.label, result.spec.seed, result.config,
                                  result.summary, result.evaluations, result.error, result.clock,
-                                 result.environment)
+                                 result.environment, result.seconds)
 
 
 def _from_record(spec: RunSpec, record: dict[str, Any], workdir: str) -> RunResult:
   return RunResult(spec, record["summary"], record["evaluations"], record["error"], workdir,
-                   record["config"], record["clock"], record["environment"])
+                   record["config"], record["clock"], record["environment"],
+                   record.get("seconds"))
 
 
 def _finished_summary(workdir: str, config: dict[str, Any]) -> dict[str, Any] | None:

@@ -1,0 +1,143 @@
+"""What a study costs on this machine: each study's runs split into training, evaluation and
+start-up, read from its run records; and the Fashion-MNIST claims' total estimated from
+measured Fashion-MNIST runs.
+
+  python scripts/study_costs.py --study "MNIST-1D Results table=records/compare_default" \\
+      --fashion_fixed records/costs/fashion_fixed --fashion_grid records/costs/fashion_grid
+
+Each --study is "title=records folder" (its subfolders included): the runs, their wall time
+in the study's process (`seconds`, start-up included; `summary.wall_time_s` for records
+without it), training (the loop less its evaluations), evaluation, start-up (the rest), the
+evaluations' share, and the records' size. --fashion_fixed and --fashion_grid hold one
+Fashion-MNIST ssgd run each, evaluated every 4 steps and on the growing grid until its last
+target (made by the commands in docs/results.md, "What a study costs"): their split, and
+the estimate for the Fashion-MNIST claims (defaults and tuned, 12 seeds, their pilots), run
+by run: the steps each run trains at equal time (`study.equal_time_specs`, counted on the
+clock) at the measured training cost per step, the growing grid's evaluations up to the
+measured run's share of its steps before it stopped evaluating, at the measured cost per
+evaluation, and the measured start-up; two runs at a time on 2 cores at the concurrency
+the MNIST-1D study achieved.
+"""
+
+import glob
+import json
+import os
+
+import numpy as np
+
+from odsgd_jax import study
+from odsgd_jax.study import _tuning as tuning
+from odsgd_jax.train._evaluation_grid import evaluation_steps
+
+
+def _records(folder: str) -> list[dict]:
+  paths = sorted(glob.glob(os.path.join(folder, "**", "*.json"), recursive=True))
+  found = []
+  for path in paths:
+    with open(path, encoding="utf-8") as f:
+      record = json.load(f)
+    if isinstance(record, dict) and "config_digest" in record and record.get("summary"):
+      found.append(record)
+  if not found:
+    raise study.StudyInputError(f"{folder} holds no run records")
+  return found
+
+
+def _split(record: dict) -> dict[str, float]:
+  summary = record["summary"]
+  total = record.get("seconds") or summary["wall_time_s"]
+  evaluation = summary.get("evaluation_time_s", 0.0)
+  return {"total": total, "training": summary["loop_time_s"] - evaluation,
+          "evaluation": evaluation, "startup": total - summary["loop_time_s"],
+          "evaluations": summary.get("evaluations", 0), "steps": summary["steps"]}
+
+
+def _size(folder: str) -> float:
+  return sum(os.path.getsize(p) for p in glob.glob(os.path.join(folder, "**", "*.json"),
+                                                   recursive=True)) / 2**20
+
+
+def _row(title: str, records: list[dict], folder: str) -> list[str]:
+  splits = [_split(r) for r in records]
+  total = sum(s["total"] for s in splits)
+  part = lambda name: sum(s[name] for s in splits)
+  return [title, str(len(records)), f"{total / 60:.1f}", f"{part('training') / 60:.1f}",
+          f"{part('evaluation') / 60:.1f}", f"{part('startup') / 60:.1f}",
+          f"{100 * part('evaluation') / total:.0f}%", f"{_size(folder):.1f}"]
+
+
+def _fashion_estimate(grid: dict, concurrency: float) -> tuple[float, int]:
+  """(machine seconds, runs) of the Fashion-MNIST claims, run by run (module docstring)."""
+  split = _split(grid)
+  per_step = split["training"] / split["steps"]
+  per_evaluation = split["evaluation"] / max(split["evaluations"], 1)
+  config = grid["config"]["train"]
+  stopped = [row["step"] for row in grid["evaluations"]][-2] / split["steps"]  # before the end
+  seeds, pilots = range(12), study.PILOT_SEEDS
+  cluster = tuning.cluster_overrides("10gbe", "resnet50_v100")
+  common = study.evaluation_overrides(config["eval_every"], config["eval_growth"]) + cluster
+  seconds, runs = 0.0, 0
+  for kind, strategies in tuning.CLAIMS_STRATEGIES.items():
+    file = tuning.CLAIMS_CONFIGS["fashion_mnist"][kind]
+    for spec in study.strategy_specs(file, ["ssgd"], pilots, common):
+      steps = spec.build().train.num_steps
+      seconds += split["startup"] + steps * per_step + per_evaluation
+      runs += 1
+    compared = study.equal_time_specs(study.strategy_specs(file, list(strategies), seeds, common))
+    for spec in compared:  # defaults, and the tuned runs as many again at the same steps
+      steps = spec.build().train.num_steps
+      evaluations = len([s for s in evaluation_steps(steps, config["eval_every"],
+                                                     config["eval_growth"])
+                         if s <= stopped * steps]) + 1
+      seconds += 2 * (split["startup"] + steps * per_step + evaluations * per_evaluation)
+      runs += 2
+  return seconds / concurrency, runs
+
+
+def main() -> None:
+  parser = study.script_parser(__doc__)
+  parser.add_argument("--study", action="append", default=[], metavar="TITLE=FOLDER")
+  parser.add_argument("--fashion_fixed", required=True)
+  parser.add_argument("--fashion_grid", required=True)
+  parser.add_argument("--wall_minutes", action="append", default=[], metavar="TITLE=MINUTES",
+                      help="a study's measured wall-clock time (its slices summed), shown "
+                      "beside its machine time")
+  parser.add_argument("--readme", action="store_true",
+                      help="also write the generated section study_costs of docs/results.md")
+  args = parser.parse_args()
+  walls = dict(entry.split("=", 1) for entry in args.wall_minutes)
+  rows, concurrency = [], []
+  for entry in args.study:
+    title, _, folder = entry.partition("=")
+    records = _records(folder)
+    rows.append(_row(title, records, folder))
+    if title in walls:
+      machine = sum(_split(r)["total"] for r in records) / 60
+      concurrency.append(machine / float(walls[title]))
+      rows[-1].append(f"{float(walls[title]):.0f}")
+    else:
+      rows[-1].append("-")
+  fixed, grid = _records(args.fashion_fixed)[0], _records(args.fashion_grid)
+  grid = next(r for r in grid if r["summary"].get("evaluations", 0) > 1)  # not its pilot
+  rows.append(_row("Fashion-MNIST ssgd, every 4 steps", [fixed], args.fashion_fixed) + ["-"])
+  rows.append(_row("Fashion-MNIST ssgd, growing grid until the last target", [grid],
+                   args.fashion_grid) + ["-"])
+  factor = float(np.mean(concurrency)) if concurrency else 1.0
+  seconds, runs = _fashion_estimate(grid, factor)
+  text = (
+      f"Produced by `{study.command_line('scripts/study_costs.py')}` ({study.environment()}; "
+      f"minutes of wall time summed over the runs, each in its study's process, start-up "
+      f"included):\n\n"
+      + study.markdown(["study", "runs", "run minutes", "training", "evaluation", "start-up",
+                        "evaluation share", "records (MB)", "wall-clock minutes"], rows)
+      + f"\n\nThe Fashion-MNIST claims (defaults and tuned, 12 seeds, 6 pilots: {runs} runs), "
+      f"estimated run by run from the growing-grid run's measured costs at "
+      f"{factor:.2f} runs' worth of progress per wall-clock minute (the MNIST-1D studies' "
+      f"measured concurrency): **{seconds / 3600:.1f} hours** of wall-clock time.")
+  print(text)
+  if args.readme:
+    study.replace_section("study_costs", text)
+
+
+if __name__ == "__main__":
+  study.run_main(main)

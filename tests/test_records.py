@@ -1,0 +1,180 @@
+"""Studies that survive their machine: the evaluation grid, run records, slices, and tables
+regenerated from committed records (docs/results.md, "Run records")."""
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from odsgd_jax import study
+from odsgd_jax.study import _records as records
+from odsgd_jax.train import read_metrics, train_and_evaluate
+from odsgd_jax.train._evaluation_grid import evaluation_steps
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_the_growing_grid_is_a_subset_of_the_fixed_one_with_spans_a_share_of_the_step():
+  fixed, grown = evaluation_steps(1500, 4), evaluation_steps(1500, 4, 0.019)
+  assert len(fixed) == 375 and grown <= fixed and 1500 in grown
+  assert len(grown) == 184 and len(evaluation_steps(5600, 4, 0.019)) == 256
+  steps = sorted(grown)
+  for before, after in zip(steps, steps[1:], strict=False):
+    span = after - before
+    assert span % 4 == 0 or after == 1500
+    assert span == 4 or span <= 0.019 * before  # a time read at `after`: within 1.9%
+  assert evaluation_steps(30, 0) == {30}  # only at the end
+
+
+def test_the_grid_and_stopping_at_the_last_target_do_not_move_the_trajectory(
+    small_config, tmp_path):
+  small_config.train.eval_every = 4
+  dense = train_and_evaluate(small_config, str(tmp_path / "dense"))
+  dense_rows = [r for r in read_metrics(str(tmp_path / "dense")) if "test_accuracy" in r]
+  until = float(np.median([r["test_accuracy"] for r in dense_rows[:-1]]))
+  sparse_config = small_config.copy_and_resolve_references()
+  sparse_config.train.eval_growth = 0.9
+  sparse_config.train.eval_until = until
+  sparse = train_and_evaluate(sparse_config, str(tmp_path / "sparse"))
+  rows = [r for r in read_metrics(str(tmp_path / "sparse")) if "test_accuracy" in r]
+  assert (sparse["test_accuracy"], sparse["test_loss"]) == (dense["test_accuracy"],
+                                                            dense["test_loss"])
+  losses = lambda run: [r["loss"] for r in read_metrics(str(tmp_path / run)) if "loss" in r]
+  assert losses("sparse") == losses("dense")  # every logged training step
+  by_step = {r["step"]: r for r in dense_rows}
+  for row in rows:  # each evaluation the one the dense grid made at that step
+    assert row["test_accuracy"] == by_step[row["step"]]["test_accuracy"]
+    assert row["sim_time"] == by_step[row["step"]]["sim_time"]
+  reached = next(r["step"] for r in rows if r["test_accuracy"] >= until)
+  assert [r["step"] for r in rows if r["step"] > reached] == [20]  # then only the last one
+  assert sparse["evaluations"] == len(rows) < dense["evaluations"] == len(dense_rows)
+  assert 0 < sparse["evaluation_time_s"] < sparse["loop_time_s"]
+
+
+def test_the_trajectory_digest_ignores_comments_and_docstrings_only():
+  def digest(source):
+    return records.ast.dump(records._without_docstrings(records.ast.parse(source)))
+
+  plain = "def f(x):\n  return x + 1\n"
+  assert digest(plain) == digest('def f(x):\n  """Adds."""\n  # one\n  return (x +\n 1)\n')
+  assert digest(plain) != digest("def f(x):\n  return x + 2\n")
+  files = records.trajectory_files()
+  assert "train/_loop.py" in files and not any(f.startswith("study/") for f in files)
+
+
+def _tiny_spec(small_config, seed=0):
+  return study.RunSpec("ssgd", "configs/default.py:ssgd,runlocal", seed,
+                       (("data.name", "mnist1d"), ("data.data_dir", small_config.data.data_dir)))
+
+
+def test_a_record_of_other_code_is_refused_retrained_or_accepted(small_config, tmp_path):
+  spec, folder = _tiny_spec(small_config), str(tmp_path / "records")
+  first = study.run_study([spec], str(tmp_path / "a"), records=folder)[0]
+  path = records.record_path(folder, spec.name)
+  made = records.read_record(path)
+  assert made["config_digest"] == records.config_digest(first.config)
+  assert made["code"] == records.code_identity() and made["summary"] == first.summary
+  reused = study.run_study([spec], str(tmp_path / "b"), records=folder, resume=True)[0]
+  assert reused.summary == first.summary and not os.path.exists(tmp_path / "b" / "runs")
+  # the same config made by other code: not reused silently
+  records.write_record(path, {**made, "code": {**made["code"], "trajectory": "0" * 16}})
+  with pytest.raises(study.StudyInputError, match="made by other code.*--stale retrain"):
+    study.run_study([spec], str(tmp_path / "c"), records=folder, resume=True)
+  assert not os.path.exists(tmp_path / "c")  # refused before anything was written
+  accepted = study.run_study([spec], str(tmp_path / "d"), records=folder, resume=True,
+                             keeping=study.Keeping(stale="accept"))[0]
+  assert accepted.summary == first.summary
+  kept = records.read_record(path)
+  assert kept["code"] == records.code_identity()
+  assert kept["accepted_from"][0]["trajectory"] == "0" * 16
+  # a record of another config is another run's: under --from_records, missing
+  other = dataclasses.replace(spec, seed=1)
+  with pytest.raises(study.StudyInputError, match="1 of the 2 runs have no record"):
+    study.run_study([spec, other], str(tmp_path / "e"), records=folder,
+                    keeping=study.Keeping(from_records=True))
+
+
+def _compare(cwd, data_dir, records_folder, *extra):
+  return [sys.executable, os.path.join(REPO, "scripts", "compare.py"),
+          "--config", "configs/default.py:steps=24", "--strategies", "ssgd,odsgd",
+          "--seeds", "0,1", "--pilot_seeds", "7", "--set", "data.name=mnist1d",
+          "--set", f"data.data_dir={data_dir}", "--output", os.path.join(cwd, "runs"),
+          "--records", records_folder, *extra]
+
+
+def _git(*args, cwd):
+  subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, timeout=60,
+                 env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+                      "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"})
+
+
+def test_a_study_killed_between_runs_resumes_from_a_fresh_clone_of_its_records(
+    data_dir, tmp_path):
+  """The whole promise: kill a study, commit its records, clone them elsewhere and resume
+  there with nothing else (no runs/ folder): only the missing runs train, and the table is
+  the uninterrupted study's."""
+  whole = tmp_path / "whole"
+  whole.mkdir()
+  subprocess.run(_compare(str(whole), data_dir, str(whole / "records"), "--processes", "2"),
+                 cwd=whole, check=True, capture_output=True, timeout=600)
+  # the first machine: killed once two runs have their records (the pilot and one more)
+  first = tmp_path / "first"
+  (first / "records").mkdir(parents=True)
+  kept = first / "records" / "tiny"
+  process = subprocess.Popen(_compare(str(first), data_dir, str(kept), "--processes", "1"),
+                             cwd=first, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  deadline = time.time() + 600
+  while (len(list(kept.rglob("*.json"))) < 2 and process.poll() is None
+         and time.time() < deadline):
+    time.sleep(0.2)
+  process.send_signal(signal.SIGKILL)
+  process.wait(timeout=60)
+  made = {str(p.relative_to(kept)): p.read_bytes() for p in kept.rglob("*.json")}
+  assert 2 <= len(made) < 5, "the study was not killed part way"
+  _git("init", "-q", cwd=first)
+  _git("add", "records", cwd=first)
+  _git("commit", "-qm", "records", cwd=first)
+  # the second machine: a fresh clone, the same command with --resume
+  second = tmp_path / "second"
+  _git("clone", "-q", str(first), str(second), cwd=tmp_path)
+  resumed = subprocess.run(
+      _compare(str(second), data_dir, str(second / "records" / "tiny"), "--processes", "1",
+               "--resume"), cwd=second, capture_output=True, text=True, timeout=600)
+  assert resumed.returncode == 0, resumed.stderr[-2000:]
+  trained = sorted(p.name for p in (second / "runs").rglob("*_seed*") if p.is_dir())
+  expected = sorted(os.path.basename(name)[:-5] for name in
+                    ("pilot/ssgd_seed7.json", "ssgd_seed0.json", "ssgd_seed1.json",
+                     "odsgd_seed0.json", "odsgd_seed1.json") if name not in made)
+  assert trained == expected  # only the missing runs trained
+  for name, content in made.items():  # the committed records reused as they were
+    assert (second / "records" / "tiny" / name).read_bytes() == content
+  assert ((second / "runs" / "compare.md").read_text()
+          == (whole / "runs" / "compare.md").read_text())
+
+
+def test_the_results_table_regenerates_from_its_committed_records(tmp_path):
+  """docs/results.md's MNIST-1D Results table is what its committed records give, with no
+  training (--from_records), in under a minute. The records are read from a copy, accepted
+  as this code's where another JAX made them: what is checked here is the table."""
+  with open(os.path.join(REPO, "docs", "results.md"), encoding="utf-8") as f:
+    page = f.read()
+  section = page.split("<!-- compare_default:start -->")[1]
+  command = section.split("produced by `python scripts/compare.py ")[1].split("`")[0]
+  copy = tmp_path / "records"
+  shutil.copytree(os.path.join(REPO, "records", "compare_default"), copy)
+  started = time.perf_counter()
+  result = subprocess.run(
+      [sys.executable, "scripts/compare.py", *command.split(), "--from_records", "--check",
+       "--stale", "accept", "--records", str(copy), "--output", str(tmp_path / "out")],
+      cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert time.perf_counter() - started < 60
+  assert not list((tmp_path / "out").glob("runs/*"))  # nothing trained
+  assert json.loads((tmp_path / "out" / "study.json").read_text())["runs"]
