@@ -16,7 +16,7 @@ import pytest
 from odsgd_jax import study
 from odsgd_jax.study import _records as records
 from odsgd_jax.train import read_metrics, train_and_evaluate
-from odsgd_jax.train._evaluation_grid import evaluation_steps
+from odsgd_jax.train._evaluation_grid import evaluation_steps, next_evaluation
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -33,15 +33,16 @@ def test_the_growing_grid_is_a_subset_of_the_fixed_one_with_spans_a_share_of_the
   assert evaluation_steps(30, 0) == {30}  # only at the end
 
 
-def test_the_grid_and_stopping_at_the_last_target_do_not_move_the_trajectory(
-    small_config, tmp_path):
+def test_the_grid_and_its_targets_do_not_move_the_trajectory(small_config, tmp_path):
   small_config.train.eval_every = 4
   dense = train_and_evaluate(small_config, str(tmp_path / "dense"))
   dense_rows = [r for r in read_metrics(str(tmp_path / "dense")) if "test_accuracy" in r]
-  until = float(np.median([r["test_accuracy"] for r in dense_rows[:-1]]))
+  accuracies = [r["test_accuracy"] for r in dense_rows[:-1]]
+  until = float(np.median(accuracies))
   sparse_config = small_config.copy_and_resolve_references()
   sparse_config.train.eval_growth = 0.9
-  sparse_config.train.eval_until = until
+  sparse_config.train.eval_targets = (until,)
+  sparse_config.train.eval_near = 0.0
   sparse = train_and_evaluate(sparse_config, str(tmp_path / "sparse"))
   rows = [r for r in read_metrics(str(tmp_path / "sparse")) if "test_accuracy" in r]
   assert (sparse["test_accuracy"], sparse["test_loss"]) == (dense["test_accuracy"],
@@ -56,6 +57,20 @@ def test_the_grid_and_stopping_at_the_last_target_do_not_move_the_trajectory(
   assert [r["step"] for r in rows if r["step"] > reached] == [20]  # then only the last one
   assert sparse["evaluations"] == len(rows) < dense["evaluations"] == len(dense_rows)
   assert 0 < sparse["evaluation_time_s"] < sparse["loop_time_s"]
+
+
+def test_near_a_target_not_yet_reached_the_grid_is_dense_again():
+  # far below the target: the growing span; within `near` below it: 1.9% of the step, down
+  # to single steps (an arrival at step 100 known to within 1%, not the 4 steps' 4%)
+  assert next_evaluation(1000, 3000, 4, 0.019, 0.80, 0.80, (0.90,), 0.03) == 1016
+  assert next_evaluation(1000, 3000, 4, 0.019, 0.88, 0.88, (0.90,), 0.03) == 1019
+  assert next_evaluation(100, 3000, 4, 0.019, 0.88, 0.88, (0.90,), 0.03) == 101
+  assert next_evaluation(100, 3000, 4, 0.019, 0.80, 0.80, (0.90,), 0.03) == 104
+  # reached once (best), though the last evaluation fell back: only the end is left
+  assert next_evaluation(1000, 3000, 4, 0.019, 0.88, 0.91, (0.90,), 0.03) == 3000
+  # the lower target reached, the next one far: growing again
+  assert next_evaluation(1000, 3000, 4, 0.019, 0.86, 0.86, (0.85, 0.95), 0.03) == 1016
+  assert next_evaluation(8, 20, 0) == 20  # only at the end
 
 
 def test_the_trajectory_digest_ignores_comments_and_docstrings_only():

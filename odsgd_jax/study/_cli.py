@@ -184,12 +184,13 @@ def final_evaluation_only(specs: Sequence[RunSpec]) -> list[RunSpec]:
 
 
 def until_targets(specs: Sequence[RunSpec], goals: dict[str, float] | None) -> list[RunSpec]:
-  """`specs` that stop evaluating during the run once they reach the last of `goals` (the
-  targets they are timed at; the evaluation at the end stays)."""
+  """`specs` told the targets they are timed at (`goals`, `train.eval_targets`): evaluated
+  densely near one not yet reached, and not during the run once all are reached (the
+  evaluation at the end stays)."""
   if not goals:
     return list(specs)
   return [dataclasses.replace(spec, overrides=spec.overrides + (
-      ("train.eval_until", max(goals.values())),)) for spec in specs]
+      ("train.eval_targets", tuple(sorted(goals.values()))),)) for spec in specs]
 
 
 def common_overrides(args: argparse.Namespace) -> list[tuple[str, Any]]:

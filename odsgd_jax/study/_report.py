@@ -62,7 +62,10 @@ def evaluation_grid(train: ml_collections.ConfigDict) -> str:
   else:
     text = (f"evaluated on a growing grid (spans of {100 * train.eval_growth:g}% of the step, "
             f"at least {train.eval_every} steps)")
-  return text + (" until the last target, and at the end" if train.get("eval_until") else "")
+  if train.get("eval_targets"):
+    text += (f", every {train.eval_every} steps within {100 * train.eval_near:g} points below a "
+             f"target not yet reached, until the last target, and at the end")
+  return text
 
 
 def caption(config: ml_collections.ConfigDict, seeds: Sequence[int], command: str,

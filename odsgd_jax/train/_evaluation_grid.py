@@ -1,27 +1,53 @@
-"""The steps a run evaluates after: a fixed span, or a grid whose spans grow with the step so
-that a time read off it is known to within a fixed share of itself (docs/results.md)."""
+"""The steps a run evaluates after: a fixed span, or spans that grow with the step so that a
+time read off them is known to within a fixed share of itself, dense again wherever the
+accuracy comes near a target not yet reached, and none but the last once every target is
+reached (docs/results.md, "The evaluation grid")."""
 
 import math
+from typing import Sequence
+
+
+def next_evaluation(step: int, num_steps: int, every: int, growth: float = 0.0,
+                    accuracy: float | None = None, best: float | None = None,
+                    targets: Sequence[float] = (), near: float = 0.0) -> int:
+  """The step (1-based) of the evaluation after the one at `step` (0: the start).
+
+  Args:
+    step: the step just evaluated (0 before the first).
+    num_steps: the run's steps; the last is always evaluated.
+    every: the smallest span between evaluations; 0: only at the end.
+    growth: 0 for spans of `every`; else max(every, every * floor(growth * step / every))
+      steps (multiples of `every`: the grid is a subset of the fixed one), so that an
+      arrival read at step s' is known to within max(every / s', growth) of itself.
+    accuracy: the accuracy evaluated at `step` (None before the first evaluation).
+    best: the highest accuracy evaluated so far: a target at or below it is reached.
+    targets: accuracies the run is timed at. While `accuracy` lies within `near` below one
+      not yet reached, the span is max(1, floor(growth * step)) steps (`every` on a fixed
+      grid): a noisy curve may cross in a spike that a long span skips, and an arrival there
+      is known to within `growth` of itself from step 1 / growth on, not only from
+      every / growth. Once all are reached, only the last step is left.
+    near: see `targets`.
+  """
+  if every <= 0:
+    return num_steps
+  unreached = [t for t in targets if best is None or best < t]
+  if targets and not unreached:
+    return num_steps
+  close = accuracy is not None and any(accuracy >= t - near for t in unreached)
+  if growth <= 0:
+    span = every
+  elif close:
+    span = max(1, math.floor(growth * step))
+  else:
+    span = max(every, every * math.floor(growth * step / every))
+  return min(step + span, num_steps)
 
 
 def evaluation_steps(num_steps: int, every: int, growth: float = 0.0) -> frozenset[int]:
-  """The steps (1-based) after which a run of `num_steps` evaluates, the last one included.
-
-  Args:
-    num_steps: the run's steps.
-    every: the span between evaluations; on a growing grid the smallest one; 0: only at
-      the end.
-    growth: 0 for a fixed span; else after step s the next evaluation comes
-      max(every, every * floor(growth * s / every)) steps later (spans stay multiples of
-      `every`, so the grid is a subset of the fixed one), and an arrival read off it at
-      step s' is known to within (span / s') <= max(every / s', growth) of itself.
-  """
-  if every <= 0:
-    return frozenset({num_steps})
-  if growth <= 0:
-    return frozenset(range(every, num_steps + 1, every)) | {num_steps}
+  """The steps a run of `num_steps` evaluates after when it times no target (`next_evaluation`
+  without accuracies), the last one included."""
   steps, step = set(), 0
   while step < num_steps:
-    step += max(every, every * math.floor(growth * step / every))
-    steps.add(min(step, num_steps))
-  return frozenset(steps | {num_steps})
+    step = next_evaluation(step, num_steps, every, growth)
+    steps.add(step)
+  return frozenset(steps)

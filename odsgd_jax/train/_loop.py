@@ -12,7 +12,7 @@ from etils import epath
 
 from odsgd_jax import parallel, xla_flags
 from odsgd_jax.train._checkpoint import Checkpoints, save_model
-from odsgd_jax.train._evaluation_grid import evaluation_steps
+from odsgd_jax.train._evaluation_grid import evaluation_steps, next_evaluation
 from odsgd_jax.train._experiment import Experiment, build_experiment
 from odsgd_jax.train._metrics import MetricsWriter
 from odsgd_jax.train._progress import (DeviceSchedules, NonFiniteLossError, PreemptionNotice,
@@ -85,8 +85,6 @@ class _Run:
     # of this session's loop: reading input, evaluating, and in all
     self.input_s = self.evaluation_s = self.loop_s = 0.0
     self.evaluations = 0  # of this session
-    self.evaluation_steps = evaluation_steps(self.cfg.num_steps, self.cfg.eval_every,
-                                             self.cfg.eval_growth)
     self.checkpoints = self.writer = self.bar = None  # closed by `close`
     self.preemption = PreemptionNotice()  # from the start: a SIGTERM while resuming counts
     try:
@@ -95,6 +93,10 @@ class _Run:
       self.resumed_step = self.checkpoints.latest_step()
       self.state, self.progress = self._resume()
       self.start_step = int(self.state.step)
+      if self.progress.next_evaluation is None:
+        grid = evaluation_steps(self.cfg.num_steps, self.cfg.eval_every, self.cfg.eval_growth)
+        self.progress.next_evaluation = min(s for s in grid | {self.cfg.num_steps}
+                                            if s > self.start_step or s == self.cfg.num_steps)
       self.evaluator, self.final_evaluator = experiment.evaluators()
       self.writer = MetricsWriter(workdir, enabled=self.is_writer, resumed_step=self.resumed_step)
       self.bar = tqdm.tqdm(total=self.cfg.num_steps, initial=self.start_step, unit="step",
@@ -145,8 +147,7 @@ class _Run:
         self.log.record(*in_flight)
       in_flight = dispatched
       self.bar.update(1)
-      eval_due = step == self.cfg.num_steps or (
-          step in self.evaluation_steps and self.progress.evaluations_stopped is None)
+      eval_due = step == self.cfg.num_steps or step == self.progress.next_evaluation
       save_due = step % self.cfg.checkpoint_every == 0 or step == self.cfg.num_steps
       parallel.now_doing(f"agreeing whether the run was preempted at step {step}")
       preempted = self.preemption.requested(step)
@@ -180,9 +181,11 @@ class _Run:
     target = self.cfg.target_accuracy
     if self.progress.reached_target is None and target and accuracy >= target:
       self.progress.reached_target = (step, self.progress.clock.time)
-    if (self.progress.evaluations_stopped is None and self.cfg.eval_until
-        and accuracy >= self.cfg.eval_until):
-      self.progress.evaluations_stopped = step  # saved: a resumed run stops them too
+    best = self.progress.best_accuracy
+    self.progress.best_accuracy = accuracy if best is None else max(best, accuracy)
+    self.progress.next_evaluation = next_evaluation(  # saved: a resumed run goes on alike
+        step, self.cfg.num_steps, self.cfg.eval_every, self.cfg.eval_growth, accuracy,
+        self.progress.best_accuracy, tuple(self.cfg.eval_targets), self.cfg.eval_near)
     for hook in self.hooks:
       hook.after_eval(step, self.evaluation)
 

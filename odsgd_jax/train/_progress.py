@@ -34,8 +34,11 @@ class Progress:
     self.data_positions = np.broadcast_to(np.asarray(saved.get("data_positions", 0), np.int64),
                                           (experiment.num_workers,)).copy()
     self.reached_target = saved.get("reached_target")  # (step, sim_time) or None
-    # the step whose evaluation reached train.eval_until (none after it but the last)
-    self.evaluations_stopped = saved.get("evaluations_stopped")
+    # the highest accuracy evaluated (the targets at or below it are reached), and the step
+    # of the next evaluation (`next_evaluation`); None: from the start, or a checkpoint of a
+    # version before them (its next step on the grid without targets)
+    self.best_accuracy = saved.get("best_accuracy")
+    self.next_evaluation = saved.get("next_evaluation")
     self.wall_time_before = saved.get("wall_time_s", 0.0)  # of earlier sessions
     self.started = time.perf_counter()
 
@@ -46,7 +49,7 @@ class Progress:
   def state_dict(self, identity: dict[str, Any]) -> dict[str, Any]:
     return {"data_positions": self.data_positions.tolist(), "wall_time_s": self.wall_time,
             "clock": self.clock.state_dict(), "reached_target": self.reached_target,
-            "evaluations_stopped": self.evaluations_stopped,
+            "best_accuracy": self.best_accuracy, "next_evaluation": self.next_evaluation,
             "identity": identity}
 
 
@@ -174,7 +177,7 @@ def run_summary(experiment: Experiment, steps: int, evaluation: dict[str, float]
       "loop_time_s": loop_s,
       "input_host_fraction": input_s / max(loop_s, 1e-9),
       # Of this session's loop too: the evaluations it ran (train.eval_every, eval_growth,
-      # eval_until) and the wall time they took; the rest of loop_time_s is training, and
+      # eval_targets) and the wall time they took; the rest of loop_time_s is training, and
       # wall_time_s - loop_time_s starting up (data, compiling, the clock's probe) and
       # closing (the model, the last checkpoint).
       "evaluation_time_s": evaluation_s,

@@ -45,6 +45,13 @@ def _speeds_problem(value: Any) -> str | None:
   return None
 
 
+def _accuracies_problem(value: Any) -> str | None:
+  if not isinstance(value, (tuple, list)) or any(
+      isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 < a <= 1 for a in value):
+    return "is not a tuple of accuracies in (0, 1]"
+  return None
+
+
 _POSITIVE = domains.real(0, low_open=True)
 _NON_NEGATIVE = domains.real(0)
 _COUNT = domains.integer(1)
@@ -138,9 +145,12 @@ SCHEMA: dict[str, dict[str, Field]] = {
         # time read off it is known to within about eval_growth of itself; 0: every
         # eval_every steps
         "eval_growth": Field(0.0, domains.real(0, 1, high_open=True)),
-        # the evaluations during the run stop once the evaluated accuracy reaches this (the
-        # last target a study times); the one at the end stays; 0: never stop
-        "eval_until": Field(0.0, domains.real(0, 1)),
+        # accuracies a study times this run at: evaluations every eval_every steps while
+        # the accuracy is within eval_near below one not yet reached, and none but the last
+        # once all are reached; (): none
+        "eval_targets": Field((), _other("a tuple of accuracies in (0, 1], or () for none",
+                                         _accuracies_problem)),
+        "eval_near": Field(0.03, domains.real(0, 1)),
         "checkpoint_every": Field(1000, _COUNT),  # also at the end
         "log_every": Field(1, _COUNT),
         # gradient, update, parameter norms: 3 passes over the model
