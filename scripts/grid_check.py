@@ -1,19 +1,21 @@
-"""Checks the growing evaluation grid against a dense one: where on the claims' runs would a
-time to target read off the growing grid differ from the dense grid's?
+"""Checks the growing evaluation grid against a dense one: the same claims runs trained on
+both, is a time to target read the same?
 
   python scripts/claims.py --data mnist1d --seeds 0-3 --eval_growth 0 --output runs/dense
-  python scripts/grid_check.py --study runs/dense
+  python scripts/grid_check.py --dense runs/dense --grid records/claims
 
-Reads a claims study evaluated densely (--eval_growth 0: every --eval_every steps; its
-study.json files, or its run records with --study pointing at a records folder), fixes
-the targets on its pilots as scripts/claims.py does, and for every compared run and target
-finds the first evaluation that reaches the target on the dense grid and on the growing
-grid as a study runs it (`train.next_evaluation` with --eval_every, --eval_growth, the
-run's targets and --eval_near; its steps are multiples of --eval_every, so both are read
-off the same evaluations: the trajectory does not depend on when it is evaluated,
-tests/test_records.py), and on the growing grid alone (--eval_near 0). Prints how many
-arrivals are identical, the largest difference, each grid's worst resolution and the
-evaluations each needs up to the last target.
+--dense: a claims study evaluated every --eval_every steps (--eval_growth 0; its --output,
+whose study.json files are read, or its records); --grid: the same study on the growing
+grid (docs/results.md, "The evaluation grid"), usually its records. The runs of the same
+strategy, cluster and seed in both train the same trajectory (the grid does not move it,
+tests/test_records.py), so their arrivals differ only by where they were read. For every
+such pair and target (the targets fixed on each study's pilots, which must agree): the
+arrival on each grid, whether it is the same step, whether the growing grid's lies within
+the dense grid's span before its arrival (where the finer grid only resolves the dense one
+better), the largest difference, each grid's worst resolution, and the evaluations each
+needed up to the run's last target. And, read off the dense runs alone, the growing grid
+without its dense stretches near a target (its steps a subset of the dense ones): how many
+of its arrivals would have been the dense ones.
 """
 
 import glob
@@ -24,7 +26,7 @@ import numpy as np
 
 from odsgd_jax import study
 from odsgd_jax.study import _tuning as tuning
-from odsgd_jax.train._evaluation_grid import next_evaluation
+from odsgd_jax.train._evaluation_grid import evaluation_steps
 
 
 def _rows(folder: str) -> list[dict]:
@@ -43,108 +45,83 @@ def _rows(folder: str) -> list[dict]:
   return rows
 
 
-def _arrival(evaluations: list[dict], target: float, steps=None) -> dict | None:
-  """The first evaluation (of `steps`, if given) whose validation accuracy reaches `target`,
-  with the span before it as a share of its time."""
-  before = 0.0
-  for row in evaluations:
-    if steps is not None and row["step"] not in steps:
-      continue
+def _arrival(evaluations: list[dict], target: float) -> dict | None:
+  """The first evaluation whose validation accuracy reaches `target`, the evaluation before
+  it, and the span between them as a share of the arrival's time; and how many evaluations
+  came before it."""
+  before = {"step": 0, "sim_time": 0.0}
+  for count, row in enumerate(evaluations, start=1):
     if row["validation_accuracy"] >= target:
-      return {"step": row["step"], "time": row["sim_time"],
-              "share": (row["sim_time"] - before) / row["sim_time"]}
-    before = row["sim_time"]
+      return {"step": row["step"], "time": row["sim_time"], "before": before["sim_time"],
+              "share": (row["sim_time"] - before["sim_time"]) / row["sim_time"],
+              "count": count}
+    before = row
   return None
 
 
-def _grid(evaluations: list[dict], num_steps: int, every: int, growth: float,
-          targets: list[float], near: float) -> set[int]:
-  """The steps a run evaluated densely would have evaluated under the rule."""
-  by_step = {row["step"]: row["validation_accuracy"] for row in evaluations}
-  steps, step, accuracy, best = set(), 0, None, None
-  while step < num_steps:
-    step = next_evaluation(step, num_steps, every, growth, accuracy, best, targets, near)
-    steps.add(step)
-    accuracy = by_step.get(step)
-    if accuracy is None:  # past the dense run's last interim evaluation: the end
-      break
-    best = accuracy if best is None else max(best, accuracy)
-  return steps
+def _goals(folder: str, kind: str) -> list[float]:
+  pilots = [r for r in _rows(os.path.join(folder, f"pilot_{kind}")) if r["summary"]]
+  level = float(np.mean([r["summary"]["validation_accuracy"] for r in pilots]))
+  return [float(name[:-1]) / 100 * level for name in study.TARGET_LEVELS]
 
 
 def main() -> None:
   parser = study.script_parser(__doc__)
-  parser.add_argument("--study", required=True,
-                      help="a densely evaluated claims study: its --output, or its records")
-  parser.add_argument("--eval_every", type=int, default=4, help="the grids' smallest span")
-  parser.add_argument("--eval_growth", type=float, default=study.EVAL_GROWTH,
-                      help="the growing grid's share of the step")
-  parser.add_argument("--eval_near", type=float, default=0.03,
-                      help="dense within this accuracy below a target not yet reached")
+  parser.add_argument("--dense", required=True,
+                      help="the claims study evaluated densely: its --output, or its records")
+  parser.add_argument("--grid", required=True,
+                      help="the same study on the growing grid: its records, or its --output")
   parser.add_argument("--readme", action="store_true",
                       help="also write the generated section grid_check of docs/results.md")
   args = parser.parse_args()
-  arrivals, shares = [], {"dense": [], "growing": [], "plain": []}
-  counts = {"dense": [], "growing": [], "plain": []}
-  plain_same = 0
+  pairs, counts, plain = [], {"dense": [], "grid": []}, []
   for kind, strategies in tuning.CLAIMS_STRATEGIES.items():
-    pilots = [r for r in _rows(os.path.join(args.study, f"pilot_{kind}")) if r["summary"]]
-    level = float(np.mean([r["summary"]["validation_accuracy"] for r in pilots]))
-    goals = {name: float(name[:-1]) / 100 * level for name in study.TARGET_LEVELS}
-    for run in _rows(os.path.join(args.study, kind)):
-      if run["label"] not in strategies or not run["summary"]:
+    goals = _goals(args.dense, kind)
+    if not np.allclose(goals, _goals(args.grid, kind), rtol=0, atol=1e-9):
+      raise study.StudyInputError(f"the two studies' {kind} pilots give other targets: they "
+                                  f"are not the same study on two grids")
+    grid = {(r["label"], r["seed"]): r for r in _rows(os.path.join(args.grid, kind))
+            if r["summary"]}
+    for run in _rows(os.path.join(args.dense, kind)):
+      other = grid.get((run["label"], run["seed"]))
+      if run["label"] not in strategies or not run["summary"] or other is None:
         continue
-      num_steps = run["summary"]["steps"]
-      targets = sorted(goals.values())
-      steps = _grid(run["evaluations"], num_steps, args.eval_every, args.eval_growth, targets,
-                    args.eval_near)
-      plain = _grid(run["evaluations"], num_steps, args.eval_every, args.eval_growth, targets,
-                    0.0)
-      last = _arrival(run["evaluations"], targets[-1])
-      if last is not None:  # evaluations up to the last target, each grid
-        counts["dense"].append(last["step"] // args.eval_every)
-        counts["growing"].append(len([s for s in steps if s <= last["step"]]))
-        counts["plain"].append(len([s for s in plain if s <= last["step"]]))
-      seen = {row["step"] for row in run["evaluations"]} - {run["summary"]["steps"]}
-      if seen and set(range(args.eval_every, max(seen) + 1, args.eval_every)) - seen:
-        raise study.StudyInputError(f"{run['label']} seed {run['seed']} was not evaluated every "
-                                    f"{args.eval_every} steps: run the study with --eval_growth 0")
-      for name, goal in goals.items():
-        dense = _arrival(run["evaluations"], goal)
-        grown = _arrival(run["evaluations"], goal, steps)
-        alone = _arrival(run["evaluations"], goal, plain)
-        if dense is None or grown is None or alone is None:
-          continue
-        arrivals.append((kind, run["label"], run["seed"], name, dense, grown))
-        plain_same += alone["step"] == dense["step"]
-        shares["dense"].append(dense["share"])
-        shares["growing"].append(grown["share"])
-        shares["plain"].append(alone["share"])
-  if not arrivals:
-    raise study.StudyInputError(f"no run of {args.study} reaches a target")
-  same = sum(d["step"] == g["step"] for *_, d, g in arrivals)
-  over = sum(g["time"] / d["time"] - 1 > 0.02 for *_, d, g in arrivals)
-  worst = max(arrivals, key=lambda a: a[5]["time"] / a[4]["time"])
-  seeds = sorted({a[2] for a in arrivals})
+      last = (_arrival(run["evaluations"], goals[-1]), _arrival(other["evaluations"], goals[-1]))
+      if None not in last:
+        counts["dense"].append(last[0]["count"])
+        counts["grid"].append(last[1]["count"])
+      for name, goal in zip(study.TARGET_LEVELS, goals, strict=True):
+        dense, grown = _arrival(run["evaluations"], goal), _arrival(other["evaluations"], goal)
+        if dense is not None and grown is not None:
+          pairs.append((kind, run["label"], run["seed"], name, dense, grown))
+          steps = evaluation_steps(run["summary"]["steps"], 4, study.EVAL_GROWTH)
+          sparse = _arrival([r for r in run["evaluations"] if r["step"] in steps], goal)
+          plain.append(sparse["time"] / dense["time"] - 1)
+  if not pairs:
+    raise study.StudyInputError(f"no run of {args.grid} matches one of {args.dense} that "
+                                f"reaches a target")
+  same = sum(d["step"] == g["step"] for *_, d, g in pairs)
+  inside = sum(d["before"] < g["time"] <= d["time"] for *_, d, g in pairs)
+  worst = max(pairs, key=lambda p: abs(p[5]["time"] / p[4]["time"] - 1))
+  over = sum(abs(g["time"] / d["time"] - 1) > 0.02 for *_, d, g in pairs)
+  seeds = sorted({p[2] for p in pairs})
   text = (
-      f"Produced by `{study.command_line('scripts/grid_check.py')}` on "
-      f"the runs of `python scripts/claims.py --data mnist1d --seeds "
-      f"{','.join(map(str, seeds))} --eval_growth 0` (the claims' default runs, evaluated "
-      f"every {args.eval_every} steps): of {len(arrivals)} arrivals (targets "
-      f"{', '.join(study.TARGET_LEVELS)}; {len({(a[0], a[1]) for a in arrivals})} strategies "
-      f"on their clusters; seeds {', '.join(map(str, seeds))}), **{same} are identical** on "
-      f"the growing grid and the dense one; the largest difference is "
-      f"{100 * (worst[5]['time'] / worst[4]['time'] - 1):.2f}% ({worst[1]}, {worst[0]}, seed "
+      f"Produced by `{study.command_line('scripts/grid_check.py')}`: of {len(pairs)} "
+      f"arrivals ({len({(p[0], p[1]) for p in pairs})} strategies on their clusters, seeds "
+      f"{', '.join(map(str, seeds))}, targets {', '.join(study.TARGET_LEVELS)}), **{same} are "
+      f"read at the same step** on the growing grid and the dense one, and {inside} lie "
+      f"within the dense grid's span before its arrival (the growing grid, finer there, "
+      f"resolves it better); the largest difference is "
+      f"{100 * (worst[5]['time'] / worst[4]['time'] - 1):+.2f}% ({worst[1]}, {worst[0]}, seed "
       f"{worst[2]}, to {worst[3]}: step {worst[5]['step']} against {worst[4]['step']}), and "
-      f"{over} differ by more than 2%. The growing grid evaluates every "
-      f"{args.eval_every} steps within {100 * args.eval_near:g} points below a target not yet "
-      f"reached; without that (--eval_near 0) {plain_same} of the {len(arrivals)} would be "
-      f"identical. Evaluations up to a run's last target, mean over the runs: "
-      f"{np.mean(counts['growing']):.0f} on the growing grid ({np.mean(counts['plain']):.0f} "
-      f"without the dense stretches), {np.mean(counts['dense']):.0f} on the dense one. The "
-      f"worst resolution of an arrival (the span before it, a share of its time) is "
-      f"{100 * max(shares['growing']):.2f}% on the growing grid, "
-      f"{100 * max(shares['dense']):.2f}% on the dense one.")
+      f"{over} differ by more than 2%. Worst resolution of an arrival: "
+      f"{100 * max(g['share'] for *_, d, g in pairs):.2f}% on the growing grid, "
+      f"{100 * max(d['share'] for *_, d, g in pairs):.2f}% on the dense one. Evaluations up "
+      f"to a run's last target, mean over the runs: {np.mean(counts['grid']):.0f} growing, "
+      f"{np.mean(counts['dense']):.0f} dense. Without the dense stretches near a target "
+      f"(the growing grid alone, read off the dense runs) {sum(p == 0 for p in plain)} of "
+      f"the {len(plain)} would be the dense arrival, the largest difference "
+      f"{100 * max(plain):+.2f}%.")
   print(text)
   if args.readme:
     study.replace_section("grid_check", text)

@@ -13,10 +13,11 @@ Fashion-MNIST ssgd run each, evaluated every 4 steps and on the growing grid unt
 target (made by the commands in docs/results.md, "What a study costs"): their split, and
 the estimate for the Fashion-MNIST claims (defaults and tuned, 12 seeds, their pilots), run
 by run: the steps each run trains at equal time (`study.equal_time_specs`, counted on the
-clock) at the measured training cost per step, the growing grid's evaluations up to the
-measured run's share of its steps before it stopped evaluating, at the measured cost per
-evaluation, and the measured start-up; two runs at a time on 2 cores at the concurrency
-the MNIST-1D study achieved.
+clock) at the measured training cost per step; the measured run's evaluations, scaled by
+the growing grid's evaluations (without its dense stretches) up to the same share of the
+run's steps as the measured run stopped evaluating at, at the measured cost per
+evaluation; and the measured start-up; at the concurrency (runs' wall time per minute of
+the study's) the MNIST-1D studies achieved.
 """
 
 import glob
@@ -73,6 +74,10 @@ def _fashion_estimate(grid: dict, concurrency: float) -> tuple[float, int]:
   per_evaluation = split["evaluation"] / max(split["evaluations"], 1)
   config = grid["config"]["train"]
   stopped = [row["step"] for row in grid["evaluations"]][-2] / split["steps"]  # before the end
+  plain = lambda steps: len([s for s in evaluation_steps(steps, config["eval_every"],
+                                                          config["eval_growth"])
+                             if s <= stopped * steps])
+  scale = split["evaluations"] / (plain(split["steps"]) + 1)
   seeds, pilots = range(12), study.PILOT_SEEDS
   cluster = tuning.cluster_overrides("10gbe", "resnet50_v100")
   common = study.evaluation_overrides(config["eval_every"], config["eval_growth"]) + cluster
@@ -86,9 +91,7 @@ def _fashion_estimate(grid: dict, concurrency: float) -> tuple[float, int]:
     compared = study.equal_time_specs(study.strategy_specs(file, list(strategies), seeds, common))
     for spec in compared:  # defaults, and the tuned runs as many again at the same steps
       steps = spec.build().train.num_steps
-      evaluations = len([s for s in evaluation_steps(steps, config["eval_every"],
-                                                     config["eval_growth"])
-                         if s <= stopped * steps]) + 1
+      evaluations = scale * (plain(steps) + 1)
       seconds += 2 * (split["startup"] + steps * per_step + evaluations * per_evaluation)
       runs += 2
   return seconds / concurrency, runs
