@@ -193,12 +193,13 @@ def main() -> None:
           study.strategy_specs(config, ["ssgd"], pilot_seeds, shared))
       # every compared run trains for ssgd's simulated time of the same seed (or its own
       # steps, if more): docs/results.md, "How a claim is decided"
+      budgets = study.Derived(kept) if kept else None  # counted before: kept with the records
       studies[data, kind] = study.equal_time_specs(
-          study.strategy_specs(config, list(strategies), seeds, shared))
+          study.strategy_specs(config, list(strategies), seeds, shared), "ssgd", budgets)
       if data in tuned:
         studies[data, f"{kind}_tuned"] = study.equal_time_specs(study.grid(
             {name: (study.with_strategy(config, name), tuple(tuned[data][kind][name].items()))
-             for name in strategies}, seeds, shared))
+             for name in strategies}, seeds, shared), "ssgd", budgets)
   for (data, folder), specs in studies.items():
     study.check_specs(specs, os.path.join(tuning.claims_output(data, args.output), folder),
                       args.processes)

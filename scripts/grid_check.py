@@ -13,20 +13,21 @@ such pair and target (the targets fixed on each study's pilots, which must agree
 arrival on each grid, whether it is the same step, whether the growing grid's lies within
 the dense grid's span before its arrival (where the finer grid only resolves the dense one
 better), the largest difference, each grid's worst resolution, and the evaluations each
-needed up to the run's last target. And, read off the dense runs alone, the growing grid
-without its dense stretches near a target (its steps a subset of the dense ones): how many
-of its arrivals would have been the dense ones.
+needed up to the run's last target. And, read off the dense runs alone, two variants whose
+steps are a subset of the dense ones: the growing grid without its dense stretches near a
+target, and with them at spans of at most --eval_every steps (`capped`): how many of their
+arrivals would have been the dense ones, and how many evaluations each needs.
 """
 
 import glob
 import json
+import math
 import os
 
 import numpy as np
 
 from odsgd_jax import study
 from odsgd_jax.study import _tuning as tuning
-from odsgd_jax.train._evaluation_grid import evaluation_steps
 
 
 def _rows(folder: str) -> list[dict]:
@@ -38,7 +39,9 @@ def _rows(folder: str) -> list[dict]:
   rows = []
   for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
     with open(path, encoding="utf-8") as f:
-      rows.append(json.load(f))
+      row = json.load(f)
+    if isinstance(row, dict) and "label" in row:  # a record, not the kept figures
+      rows.append(row)
   if not rows:
     raise study.StudyInputError(f"{folder} holds neither a study.json nor run records: give "
                                 f"a claims study's --output or records folder")
@@ -65,6 +68,27 @@ def _goals(folder: str, kind: str) -> list[float]:
   return [float(name[:-1]) / 100 * level for name in study.TARGET_LEVELS]
 
 
+def _variant(evaluations: list[dict], num_steps: int, goals: list[float], capped: bool
+             ) -> set[int]:
+  """The steps (multiples of 4) a dense run would have been evaluated at under the growing
+  grid without dense stretches, or (`capped`) with them at 4-step spans."""
+  by_step = {row["step"]: row["validation_accuracy"] for row in evaluations}
+  steps, step, accuracy, best = set(), 0, None, None
+  while step < num_steps:
+    unreached = [g for g in goals if best is None or best < g]
+    if not unreached:
+      break
+    near = capped and accuracy is not None and any(accuracy >= g - 0.03 for g in unreached)
+    span = 4 if near else max(4, 4 * (int(study.EVAL_GROWTH * step) // 4))
+    step = min(step + span, num_steps)
+    steps.add(step)
+    accuracy = by_step.get(step)
+    if accuracy is None:
+      break
+    best = accuracy if best is None else max(best, accuracy)
+  return steps
+
+
 def main() -> None:
   parser = study.script_parser(__doc__)
   parser.add_argument("--dense", required=True,
@@ -74,7 +98,8 @@ def main() -> None:
   parser.add_argument("--readme", action="store_true",
                       help="also write the generated section grid_check of docs/results.md")
   args = parser.parse_args()
-  pairs, counts, plain = [], {"dense": [], "grid": []}, []
+  pairs, counts = [], {"dense": [], "grid": [], "plain": [], "capped": []}
+  variants = {"plain": [], "capped": []}
   for kind, strategies in tuning.CLAIMS_STRATEGIES.items():
     goals = _goals(args.dense, kind)
     if not np.allclose(goals, _goals(args.grid, kind), rtol=0, atol=1e-9):
@@ -87,16 +112,21 @@ def main() -> None:
       if run["label"] not in strategies or not run["summary"] or other is None:
         continue
       last = (_arrival(run["evaluations"], goals[-1]), _arrival(other["evaluations"], goals[-1]))
+      chosen = {name: _variant(run["evaluations"], run["summary"]["steps"], goals,
+                               name == "capped") for name in variants}
       if None not in last:
         counts["dense"].append(last[0]["count"])
         counts["grid"].append(last[1]["count"])
+        for name, steps in chosen.items():
+          counts[name].append(len([s for s in steps if s <= last[0]["step"]]))
       for name, goal in zip(study.TARGET_LEVELS, goals, strict=True):
         dense, grown = _arrival(run["evaluations"], goal), _arrival(other["evaluations"], goal)
         if dense is not None and grown is not None:
           pairs.append((kind, run["label"], run["seed"], name, dense, grown))
-          steps = evaluation_steps(run["summary"]["steps"], 4, study.EVAL_GROWTH)
-          sparse = _arrival([r for r in run["evaluations"] if r["step"] in steps], goal)
-          plain.append(sparse["time"] / dense["time"] - 1)
+          for name, steps in chosen.items():
+            sparse = _arrival([r for r in run["evaluations"] if r["step"] in steps], goal)
+            variants[name].append(math.inf if sparse is None
+                                  else sparse["time"] / dense["time"] - 1)
   if not pairs:
     raise study.StudyInputError(f"no run of {args.grid} matches one of {args.dense} that "
                                 f"reaches a target")
@@ -118,10 +148,13 @@ def main() -> None:
       f"{100 * max(g['share'] for *_, d, g in pairs):.2f}% on the growing grid, "
       f"{100 * max(d['share'] for *_, d, g in pairs):.2f}% on the dense one. Evaluations up "
       f"to a run's last target, mean over the runs: {np.mean(counts['grid']):.0f} growing, "
-      f"{np.mean(counts['dense']):.0f} dense. Without the dense stretches near a target "
-      f"(the growing grid alone, read off the dense runs) {sum(p == 0 for p in plain)} of "
-      f"the {len(plain)} would be the dense arrival, the largest difference "
-      f"{100 * max(plain):+.2f}%.")
+      f"{np.mean(counts['dense']):.0f} dense. Read off the dense runs: the growing grid "
+      f"without its stretches near a target would read {sum(v == 0 for v in variants['plain'])} "
+      f"of the {len(variants['plain'])} arrivals at the dense step (largest difference "
+      f"{100 * max(variants['plain']):+.2f}%, {np.mean(counts['plain']):.0f} evaluations), and "
+      f"with them at spans of at most 4 steps {sum(v == 0 for v in variants['capped'])} "
+      f"(largest difference {100 * max(variants['capped']):+.2f}%, "
+      f"{np.mean(counts['capped']):.0f} evaluations).")
   print(text)
   if args.readme:
     study.replace_section("grid_check", text)

@@ -44,6 +44,7 @@ from odsgd_jax.study._report import accuracy_table as accuracy_table
 from odsgd_jax.study._report import bits_per_step as bits_per_step
 from odsgd_jax.study._report import caption as caption
 from odsgd_jax.study._report import describe_cluster as describe_cluster
+from odsgd_jax.study._records import Derived as Derived
 from odsgd_jax.study._records import environment as environment
 from odsgd_jax.study._report import markdown as markdown
 from odsgd_jax.study._report import noninferiority as noninferiority

@@ -21,6 +21,7 @@ from odsgd_jax import cluster, models
 from odsgd_jax.data import DATASETS
 from odsgd_jax.strategies._easgd import easgd_elastic_step
 from odsgd_jax.strategies._rounds import local_sgd_round_end, round_ends
+from odsgd_jax.study import _records as records_lib
 from odsgd_jax.study._grid import RunSpec, StudyInputError
 from odsgd_jax.train._optimizer import strategy_spec
 from odsgd_jax.train._simulation import SimulatedClock, message_bytes, simulated_clock
@@ -95,15 +96,28 @@ def ticks_within(config: ml_collections.ConfigDict, seconds: float) -> int:
   return next(tick for tick, time in enumerate(_times(config), start=1) if time >= seconds)
 
 
-def equal_time_specs(specs: Sequence[RunSpec], baseline: str = "ssgd") -> list[RunSpec]:
+def equal_time_specs(specs: Sequence[RunSpec], baseline: str = "ssgd",
+                     derived: records_lib.Derived | None = None) -> list[RunSpec]:
   """`specs` with each run's `train.num_steps` set to its equal-time budget against the
-  run of group `baseline` of the same seed (whose own budget stays).
+  run of group `baseline` of the same seed (whose own budget stays). `derived`: the study's
+  kept figures, where budgets counted before are read (and new ones kept).
 
   Raises:
     StudyInputError: a seed without a baseline run, or a run whose time cannot be known
       before training (no named workload, compression, rounds that follow the loss).
   """
-  seconds = {spec.seed: simulated_time(config, config.train.num_steps)  # once per seed
+  code = records_lib.source_digest("study/_budgets.py")
+
+  def kept(compute, *parts):
+    if derived is None:
+      return compute()
+    key = derived.key("equal time", code, *parts)
+    if derived.get(key) is None:
+      derived.put(key, compute())
+    return derived.get(key)
+
+  seconds = {spec.seed: kept(lambda c=config: simulated_time(c, c.train.num_steps),
+                             config.to_dict())  # once per seed
              for spec in specs if spec.label == baseline for config in [spec.build()]}
   budgeted = []
   for spec in specs:
@@ -114,7 +128,9 @@ def equal_time_specs(specs: Sequence[RunSpec], baseline: str = "ssgd") -> list[R
       raise StudyInputError(f"equal-time budget of {spec.name}: no {baseline} run of seed "
                             f"{spec.seed} to take the time from")
     config = spec.build()
-    steps = max(config.train.num_steps, ticks_within(config, seconds[spec.seed]))
+    steps = kept(lambda c=config, s=seconds[spec.seed]: max(c.train.num_steps,
+                                                             ticks_within(c, s)),
+                 config.to_dict(), seconds[spec.seed])
     budgeted.append(dataclasses.replace(
         spec, overrides=spec.overrides + (("train.num_steps", steps),)))
   return budgeted

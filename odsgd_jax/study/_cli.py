@@ -254,8 +254,8 @@ def run_main(main: Callable[[], None]) -> None:
   try:
     main()
   except StudyPaused as paused:
-    print(f"stopped launching runs at --stop_after: {paused}, and any later studies' of this "
-          f"script; continue with: {continue_command()}", flush=True)
+    print(f"stopped launching runs at --stop_after: {paused}, and any later studies of this "
+          f"script; commit the records, then continue with: {continue_command()}", flush=True)
     sys.exit(0)
   except (ConfigError, DataError, FileNotFoundError, PilotsDivergedError, SectionError,
           StudyInputError, WorkdirError) as error:

@@ -18,6 +18,7 @@ identities into each record).
 """
 
 import ast
+import atexit
 import datetime
 import functools
 import hashlib
@@ -155,3 +156,54 @@ def accepted(record: dict[str, Any]) -> dict[str, Any]:
   """`record` declared made by this code (`--stale accept`): its own identity kept beside."""
   return {**record, "code": code_identity(),
           "accepted_from": [*record.get("accepted_from", []), record.get("code")]}
+
+
+class Derived:
+  """Figures computed from a study's runs that take long to compute again (the equal-time
+  budgets, the clock's replays for the "robust to the clock" column), kept beside its
+  records in `derived.json`, each under a key of everything it is computed from and the
+  code that computes it: a rebuild from records reads them instead of computing them
+  again. A cache, not a record: deleting the file only makes the next rebuild slower."""
+
+  FILE = "derived.json"
+
+  def __init__(self, folder: str):
+    self.path = os.path.join(folder, self.FILE)
+    self.values: dict[str, Any] = {}
+    self.changed = False
+    try:
+      with open(self.path, encoding="utf-8") as f:
+        self.values = json.load(f)
+    except (OSError, ValueError):  # none yet, or cut short: computed again
+      pass
+
+  @staticmethod
+  def key(*parts: Any) -> str:
+    text = json.dumps([trajectory_digest(), *parts], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+  def get(self, key: str) -> Any:
+    return self.values.get(key)
+
+  def put(self, key: str, value: Any) -> None:
+    if not self.changed:
+      atexit.register(self.save)  # once, when the script ends, whatever the report needed
+    self.values[key], self.changed = value, True
+
+  def save(self) -> None:
+    """Writes the figures, merged with what another `Derived` of the folder wrote since."""
+    if self.changed:
+      merged = Derived(os.path.dirname(self.path)).values
+      merged.update(self.values)
+      write_record(self.path, merged)
+      self.changed = False
+
+
+def source_digest(*modules: str) -> str:
+  """The digest of some modules' syntax trees (paths relative to the package), for the keys
+  of `Derived` figures that code outside the trajectory code computes."""
+  digest = hashlib.sha256()
+  for name in modules:
+    with open(os.path.join(_PACKAGE, name), encoding="utf-8") as f:
+      digest.update(ast.dump(_without_docstrings(ast.parse(f.read()))).encode())
+  return digest.hexdigest()[:16]

@@ -59,13 +59,14 @@ def evaluation_grid(train: ml_collections.ConfigDict) -> str:
     return "evaluated at the end"
   if not train.get("eval_growth"):
     text = f"evaluated every {train.eval_every} steps"
-  else:
+  elif not train.get("eval_targets"):
     text = (f"evaluated on a growing grid (spans of {100 * train.eval_growth:g}% of the step, "
             f"at least {train.eval_every} steps)")
-  if train.get("eval_targets"):
-    text += (f", every {train.eval_every} steps within {100 * train.eval_near:g} points below a "
-             f"target not yet reached, until the last target, and at the end")
-  return text
+  else:
+    text = (f"evaluated on a growing grid (spans of {100 * train.eval_growth:g}% of the step, "
+            f"at least {train.eval_every} steps; down to one step within "
+            f"{100 * train.eval_near:g} points below a target not yet reached)")
+  return text + (" until the last target, and at the end" if train.get("eval_targets") else "")
 
 
 def caption(config: ml_collections.ConfigDict, seeds: Sequence[int], command: str,

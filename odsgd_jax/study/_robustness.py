@@ -18,6 +18,7 @@ import numpy as np
 
 from odsgd_jax import cluster
 from odsgd_jax.cluster import calibration
+from odsgd_jax.study import _records as records_lib
 from odsgd_jax.study import clock_validation
 from odsgd_jax.study._aggregate import Group
 from odsgd_jax.study._runner import RunResult
@@ -106,10 +107,20 @@ def retimed_result(result: RunResult, constants: Mapping[str, float]) -> RunResu
   used = {name: value for name, value in constants.items() if name in clock_constants(result)}
   if result.summary is None or not used:
     return result
-  times = _replayed_times(result, used)
-  evaluations = [{**row, "sim_time": float(times[int(row["step"]) - 1]) if row["step"] else 0.0}
-                 for row in result.evaluations]
-  summary = {**result.summary, "sim_time_s": float(times[-1])}
+  steps = [int(row["step"]) for row in result.evaluations]
+  key = kept = None
+  if result.derived is not None and result.config is not None:  # replayed before: kept
+    key = result.derived.key("replay", records_lib.config_digest(result.config),
+                             sorted(used.items()), steps)
+    kept = result.derived.get(key)
+  if kept is None:
+    times = _replayed_times(result, used)
+    kept = {"at": [float(times[s - 1]) if s else 0.0 for s in steps], "end": float(times[-1])}
+    if key is not None:
+      result.derived.put(key, kept)
+  evaluations = [{**row, "sim_time": at} for row, at in zip(result.evaluations, kept["at"],
+                                                             strict=True)]
+  summary = {**result.summary, "sim_time_s": kept["end"]}
   return dataclasses.replace(result, summary=summary, evaluations=evaluations)
 
 

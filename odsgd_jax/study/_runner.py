@@ -51,6 +51,7 @@ class RunResult:
   clock: dict[str, Any] | None = None
   environment: str = ""
   seconds: float | None = None
+  derived: records_lib.Derived | None = None  # the study's kept figures (its replays)
 
   @property
   def accuracy(self) -> float | None:
@@ -238,7 +239,8 @@ class StudyPaused(Exception):
   finished has its record, and `remaining` runs of this study have not been trained."""
 
   def __init__(self, remaining: int, records: str | None):
-    super().__init__(f"{remaining} runs of {records or 'the study'} remain")
+    kept = f" (its records in {os.path.normpath(records)})" if records else ""
+    super().__init__(f"{remaining} runs of this study remain untrained{kept}")
     self.remaining = remaining
 
 
@@ -383,6 +385,9 @@ def run_study(specs: Sequence[RunSpec], output: str, *, processes: int = 1,
           finished(running.pop(future), future.result())
   if queue:
     raise StudyPaused(len(queue), records)
+  if records:  # figures computed from these runs later (the clock's replays) are kept
+    derived = records_lib.Derived(records)
+    results = [dataclasses.replace(result, derived=derived) for result in results]
   with open(os.path.join(output, "study.json"), "w", encoding="utf-8") as f:
     json.dump({"wall_time_s": time.perf_counter() - started,
                "runs": [result.row() for result in results]}, f, indent=1)
