@@ -89,6 +89,13 @@ def _variant(evaluations: list[dict], num_steps: int, goals: list[float], capped
   return steps
 
 
+def _largest(differences: list[float]) -> str:
+  finite = [d for d in differences if math.isfinite(d)]
+  never = len(differences) - len(finite)
+  return (f"largest difference {100 * max(finite):+.2f}%"
+          + (f", {never} never seen" if never else ""))
+
+
 def main() -> None:
   parser = study.script_parser(__doc__)
   parser.add_argument("--dense", required=True,
@@ -150,11 +157,10 @@ def main() -> None:
       f"to a run's last target, mean over the runs: {np.mean(counts['grid']):.0f} growing, "
       f"{np.mean(counts['dense']):.0f} dense. Read off the dense runs: the growing grid "
       f"without its stretches near a target would read {sum(v == 0 for v in variants['plain'])} "
-      f"of the {len(variants['plain'])} arrivals at the dense step (largest difference "
-      f"{100 * max(variants['plain']):+.2f}%, {np.mean(counts['plain']):.0f} evaluations), and "
+      f"of the {len(variants['plain'])} arrivals at the dense step "
+      f"({_largest(variants['plain'])}, {np.mean(counts['plain']):.0f} evaluations), and "
       f"with them at spans of at most 4 steps {sum(v == 0 for v in variants['capped'])} "
-      f"(largest difference {100 * max(variants['capped']):+.2f}%, "
-      f"{np.mean(counts['capped']):.0f} evaluations).")
+      f"({_largest(variants['capped'])}, {np.mean(counts['capped']):.0f} evaluations).")
   print(text)
   if args.readme:
     study.replace_section("grid_check", text)

@@ -20,6 +20,7 @@ evaluation; and the measured start-up; at the concurrency (runs' wall time per m
 the study's) the MNIST-1D studies achieved.
 """
 
+import datetime
 import glob
 import json
 import os
@@ -51,6 +52,15 @@ def _split(record: dict) -> dict[str, float]:
   return {"total": total, "training": summary["loop_time_s"] - evaluation,
           "evaluation": evaluation, "startup": total - summary["loop_time_s"],
           "evaluations": summary.get("evaluations", 0), "steps": summary["steps"]}
+
+
+def _wall_minutes(records: list[dict]) -> float:
+  """The study's wall-clock time read off its records: from the first run's start (its
+  record's time less its own wall time) to the last record written; the pauses between
+  slices are counted too."""
+  written = [datetime.datetime.fromisoformat(r["written"]).timestamp() for r in records]
+  first = min(range(len(records)), key=lambda i: written[i])
+  return (max(written) - written[first] + _split(records[first])["total"]) / 60
 
 
 def _size(folder: str) -> float:
@@ -102,24 +112,30 @@ def main() -> None:
   parser.add_argument("--study", action="append", default=[], metavar="TITLE=FOLDER")
   parser.add_argument("--fashion_fixed", required=True)
   parser.add_argument("--fashion_grid", required=True)
-  parser.add_argument("--wall_minutes", action="append", default=[], metavar="TITLE=MINUTES",
-                      help="a study's measured wall-clock time (its slices summed), shown "
-                      "beside its machine time")
+  parser.add_argument("--copied", default="",
+                      help="TITLE=LABEL: a claims study whose tuned half is estimated as its "
+                      "measured defaults less the runs of LABEL (whose tuned setting is its "
+                      "default: copied, not trained)")
   parser.add_argument("--readme", action="store_true",
                       help="also write the generated section study_costs of docs/results.md")
   args = parser.parse_args()
-  walls = dict(entry.split("=", 1) for entry in args.wall_minutes)
-  rows, concurrency = [], []
+  rows, concurrency, tuned = [], [], ""
+  copied_title, _, copied_label = args.copied.partition("=")
   for entry in args.study:
     title, _, folder = entry.partition("=")
     records = _records(folder)
     rows.append(_row(title, records, folder))
-    if title in walls:
-      machine = sum(_split(r)["total"] for r in records) / 60
-      concurrency.append(machine / float(walls[title]))
-      rows[-1].append(f"{float(walls[title]):.0f}")
-    else:
-      rows[-1].append("-")
+    machine, wall = sum(_split(r)["total"] for r in records) / 60, _wall_minutes(records)
+    concurrency.append(machine / wall)
+    rows[-1].append(f"{wall:.0f}")
+    if title == copied_title:
+      trained = sum(_split(r)["total"] for r in records if r["label"] != copied_label
+                    and r["seed"] not in study.PILOT_SEEDS) / 60
+      tuned = (f" {title}: {wall:.0f} minutes measured; its tuned half, the same runs at the "
+               f"tuned settings less {copied_label}'s (copied), about "
+               f"{trained / concurrency[-1]:.0f} minutes more at its concurrency, so "
+               f"**about {wall + trained / concurrency[-1]:.0f} minutes** for defaults and "
+               f"tuned together.")
   fixed, grid = _records(args.fashion_fixed)[0], _records(args.fashion_grid)
   grid = next(r for r in grid if r["summary"].get("evaluations", 0) > 1)  # not its pilot
   rows.append(_row("Fashion-MNIST ssgd, every 4 steps", [fixed], args.fashion_fixed) + ["-"])
@@ -136,7 +152,7 @@ def main() -> None:
       + f"\n\nThe Fashion-MNIST claims (defaults and tuned, 12 seeds, 6 pilots: {runs} runs), "
       f"estimated run by run from the growing-grid run's measured costs at "
       f"{factor:.2f} runs' worth of progress per wall-clock minute (the MNIST-1D studies' "
-      f"measured concurrency): **{seconds / 3600:.1f} hours** of wall-clock time.")
+      f"measured concurrency): **{seconds / 3600:.1f} hours** of wall-clock time.{tuned}")
   print(text)
   if args.readme:
     study.replace_section("study_costs", text)
