@@ -8,6 +8,7 @@ among the compared seeds, so the level a strategy is timed against is not read o
 runs it is judged on.
 """
 
+import math
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -120,15 +121,16 @@ def resolution(group: Group, target: float) -> float:
 def ratio_resolution(strategy: Group, baseline: Group, target: float) -> float:
   """The worst relative resolution of the ratio of two arms' times to `target`, over the
   seeds where both arrive: the true ratio lies between (1 - e_s) and 1 / (1 - e_b) times the
-  one read, e_s and e_b the arms' `_arrival_share`s; this is that interval's width. nan
-  where no seed has both."""
+  one read, e_s and e_b the arms' `_arrival_share`s; this is that interval's width (inf
+  where the baseline arrived at its first evaluation). nan where no seed has both."""
   base = {run.spec.seed: run for run in baseline.runs}
   widths = []
   for run in strategy.runs:
     own = _arrival_share(run, target)
     other = _arrival_share(base[run.spec.seed], target) if run.spec.seed in base else None
     if own is not None and other is not None:
-      widths.append(1 / (1 - other) - (1 - own))
+      # an arrival at the first evaluation (share 1) may lie anywhere before it: unbounded
+      widths.append(math.inf if other >= 1 else 1 / (1 - other) - (1 - own))
   return max(widths) if widths else float("nan")
 
 
