@@ -19,7 +19,6 @@ target, and with them at spans of at most --eval_every steps (`capped`): how man
 arrivals would have been the dense ones, and how many evaluations each needs.
 """
 
-import glob
 import json
 import math
 import os
@@ -27,6 +26,7 @@ import os
 import numpy as np
 
 from odsgd_jax import study
+from odsgd_jax.study import _records as records_lib
 from odsgd_jax.study import _tuning as tuning
 
 
@@ -36,12 +36,7 @@ def _rows(folder: str) -> list[dict]:
   if os.path.exists(summary):
     with open(summary, encoding="utf-8") as f:
       return json.load(f)["runs"]
-  rows = []
-  for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
-    with open(path, encoding="utf-8") as f:
-      row = json.load(f)
-    if isinstance(row, dict) and "label" in row:  # a record, not the kept figures
-      rows.append(row)
+  rows = records_lib.records_in(folder)
   if not rows:
     raise study.StudyInputError(f"{folder} holds neither a study.json nor run records: give "
                                 f"a claims study's --output or records folder")

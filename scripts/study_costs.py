@@ -22,24 +22,18 @@ the study's) the MNIST-1D studies achieved.
 
 import datetime
 import glob
-import json
 import os
 
 import numpy as np
 
 from odsgd_jax import study
+from odsgd_jax.study import _records as records_lib
 from odsgd_jax.study import _tuning as tuning
 from odsgd_jax.train._evaluation_grid import evaluation_steps
 
 
 def _records(folder: str) -> list[dict]:
-  paths = sorted(glob.glob(os.path.join(folder, "**", "*.json"), recursive=True))
-  found = []
-  for path in paths:
-    with open(path, encoding="utf-8") as f:
-      record = json.load(f)
-    if isinstance(record, dict) and "config_digest" in record and record.get("summary"):
-      found.append(record)
+  found = [r for r in records_lib.records_in(folder, recursive=True) if r.get("summary")]
   if not found:
     raise study.StudyInputError(f"{folder} holds no run records")
   return found

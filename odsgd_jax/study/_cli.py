@@ -169,7 +169,7 @@ def parse_strategies(text: str, flag: str = "--strategies") -> list[str]:
 
 
 def evaluation_overrides(every: int, growth: float = 0.0) -> list[tuple[str, Any]]:
-  """Evaluate on the grid of `every` and `growth` (`train.evaluation_steps`) and log training
+  """Evaluate on the grid of `every` and `growth` (train/_evaluation_grid.py) and log training
   metrics every `every` steps (a study reads the evaluations and the summaries, and writing
   every step's row costs host time); `every` 0: only at the end, logging every 100 steps."""
   return [("train.eval_every", every), ("train.eval_growth", growth),

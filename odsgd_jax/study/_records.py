@@ -21,6 +21,7 @@ import ast
 import atexit
 import datetime
 import functools
+import glob
 import hashlib
 import json
 import os
@@ -94,6 +95,7 @@ def code_identity() -> dict[str, str]:
           "jaxlib": jaxlib.__version__, "platform": jax.default_backend()}
 
 
+@functools.lru_cache(maxsize=1)  # the code this process runs: read once, not per record
 def commit() -> str:
   """The checkout's commit, "+changes" where the trajectory code differs from it; "unknown"
   outside a git checkout."""
@@ -122,6 +124,13 @@ def read_record(path: str) -> dict[str, Any] | None:
   except (OSError, ValueError):
     return None
   return record if isinstance(record, dict) and record.get("format") == FORMAT else None
+
+
+def records_in(folder: str, recursive: bool = False) -> list[dict[str, Any]]:
+  """Every record in `folder` (and the folders below it, if `recursive`), by file name."""
+  pattern = os.path.join(folder, "**", "*.json") if recursive else os.path.join(folder, "*.json")
+  found = (read_record(path) for path in sorted(glob.glob(pattern, recursive=recursive)))
+  return [record for record in found if record is not None and "label" in record]
 
 
 def write_record(path: str, record: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ import time
 from typing import Any, Callable, Sequence
 
 import jax
+import ml_collections
 
 from odsgd_jax.study import _records as records_lib
 from odsgd_jax.study._grid import RunSpec, StudyInputError
@@ -81,8 +82,7 @@ def _run_one(spec: RunSpec, workdir: str, resume: bool, cache: str | None,
   of trained (a run is a pure function of its config and seed)."""
   if cache:
     use_compilation_cache(cache)
-  config = spec.build()
-  config.train.progress_bar = False
+  config = _trained_config(spec)
   summary = _finished_summary(workdir, config.to_dict()) if resume else None
   if summary is None:
     shutil.rmtree(workdir, ignore_errors=True)  # the study's own output: always fresh
@@ -244,11 +244,11 @@ class StudyPaused(Exception):
     self.remaining = remaining
 
 
-def _trained_config(spec: RunSpec) -> dict[str, Any]:
-  """The config a run of `spec` trains with (as `run_one` sets it), as a dict."""
+def _trained_config(spec: RunSpec) -> ml_collections.ConfigDict:
+  """The config a run of `spec` trains with (its record's digest is of this one)."""
   config = spec.build()
   config.train.progress_bar = False
-  return config.to_dict()
+  return config
 
 
 def _reused(specs: Sequence[RunSpec], workdirs: Sequence[str], records: str,
@@ -258,7 +258,7 @@ def _reused(specs: Sequence[RunSpec], workdirs: Sequence[str], records: str,
   results: list[RunResult | None] = [None] * len(specs)
   stale = []
   for i, spec in enumerate(specs):
-    digest = records_lib.config_digest(_trained_config(spec))
+    digest = records_lib.config_digest(_trained_config(spec).to_dict())
     for folder in (records, *reuse_records):
       record = records_lib.read_record(records_lib.record_path(folder, spec.name))
       if record is None or record.get("config_digest") != digest:

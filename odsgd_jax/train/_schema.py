@@ -145,9 +145,9 @@ SCHEMA: dict[str, dict[str, Field]] = {
         # time read off it is known to within about eval_growth of itself; 0: every
         # eval_every steps
         "eval_growth": Field(0.0, domains.real(0, 1, high_open=True)),
-        # accuracies a study times this run at: evaluations every eval_every steps while
-        # the accuracy is within eval_near below one not yet reached, and none but the last
-        # once all are reached; (): none
+        # accuracies a study times this run at: spans of eval_growth of the step, down to
+        # one step, while the accuracy is within eval_near below one not yet reached, and
+        # no evaluation but the last once all are reached; (): none
         "eval_targets": Field((), _other("a tuple of accuracies in (0, 1], or () for none",
                                          _accuracies_problem)),
         "eval_near": Field(0.03, domains.real(0, 1)),
