@@ -83,6 +83,22 @@ def test_registering_another_definition_under_a_taken_name_is_refused():
   assert "plain_ssgd" not in strategies.STRATEGIES
 
 
+def test_a_strategy_sending_on_some_ticks_is_refused_under_a_timeline_charging_every_tick():
+  # local SGD's round ends under ssgd's timeline: every tick would be charged an all-reduce
+  for timeline in (cluster.SynchronousTimeline, cluster.PipelinedTimeline):
+    local_sgd = strategies.STRATEGIES["local_sgd"]
+    periodic = strategies.StrategyDef(
+        "periodic_ssgd", local_sgd.make, local_sgd.model_params, timeline=timeline,
+        sends=local_sgd.sends,
+        examples=(strategies.Example({"period": 2}, 0, ""),))
+    with pytest.raises(ValueError, match=rf"strategy 'periodic_ssgd': sends='local_sgd_round_end'"
+                                         rf".*{timeline.__name__} charges a message on every"):
+      strategies.register(periodic)
+  assert "periodic_ssgd" not in strategies.STRATEGIES
+  assert [name for name, d in strategies.STRATEGIES.items()
+          if d.sends != strategies.EVERY_TICK and not d.timeline.honours_round_ends] == []
+
+
 def test_a_new_strategy_trains_and_is_timed_like_its_timeline(data_dir, tmp_path):
   config = default.get_config("clip_ssgd,runlocal")
   config.data.data_dir = data_dir

@@ -89,7 +89,14 @@ class TickCost:
 
 
 class Timeline:
-  """Base: every worker active on every tick; subclasses say what a tick costs."""
+  """Base: every worker active on every tick; subclasses say what a tick costs.
+
+  `honours_round_ends`: whether `cost` charges a message only on the ticks that end a round
+  (`round_end`); a rule that charges every tick as if it sent (False) cannot time a
+  strategy that sends on some ticks only, and registration refuses that pairing.
+  """
+
+  honours_round_ends = False
 
   def __init__(self, workers: Workers, network: Network, message_bytes: float,
                overlap: Overlap | None = None):
@@ -224,6 +231,8 @@ class LocalSgdTimeline(Timeline):
   by how much the slowest worker's running total grew.
   """
 
+  honours_round_ends = True
+
   def __init__(self, workers, network, message_bytes, overlap=None):
     super().__init__(workers, network, message_bytes, overlap)
     self.busy = np.zeros(self.num_workers)  # compute seconds since the round started
@@ -253,6 +262,8 @@ class OscarsTimeline(Timeline):
   tick when its accumulated time covers its next step, so a worker at speed s
   does s steps per tick on average. Nobody waits; a round end adds the all-reduce.
   """
+
+  honours_round_ends = True
 
   def __init__(self, workers, network, message_bytes, overlap=None):
     super().__init__(workers, network, message_bytes, overlap)

@@ -211,12 +211,17 @@ def _problems(definition: StrategyDef) -> str | None:
           and issubclass(definition.timeline, cluster.Timeline)):
     return (f"timeline={definition.timeline!r}: name the rule it is timed by, a "
             f"cluster.Timeline such as cluster.SynchronousTimeline (docs/cluster.md lists them)")
-  problem = _timeline_problem(definition, options)
-  if problem is not None:
-    return problem
   if not (definition.sends == EVERY_TICK or callable(definition.sends)):
     return (f"sends={definition.sends!r}: say when it sends its messages, "
             f"strategies.EVERY_TICK or a function of its state (local SGD's round ends)")
+  if definition.sends != EVERY_TICK and not definition.timeline.honours_round_ends:
+    return (f"sends={getattr(definition.sends, '__name__', definition.sends)!r} sends on some "
+            f"ticks only, but timeline {definition.timeline.__name__} charges a message on "
+            f"every tick (it does not honour round ends): register a timeline that does "
+            f"(cluster.LocalSgdTimeline, cluster.OscarsTimeline) or sends=EVERY_TICK")
+  problem = _timeline_problem(definition, options)
+  if problem is not None:
+    return problem
   named = set(definition.replaced_each_tick) - {"params"}
   missing = sorted(named - set(_state_fields(definition))) if named else []
   if missing:
@@ -246,7 +251,8 @@ def register(definition: StrategyDef) -> StrategyDef:
   Raises:
     ValueError: the name is taken by another definition; the factory does not declare a
       domain for each of its options (`odsgd_jax.domains.declared`); it has no example; its
-      timeline or when it sends is not given; its timeline reads an option the factory
+      timeline or when it sends is not given, or it sends on some ticks only under a
+      timeline that charges every tick; its timeline reads an option the factory
       lacks, or times as overlapped an exchange that waits for the tick's gradient; a
       default is not an option or not allowed; a field it declares replaced each tick is
       not in its state.
