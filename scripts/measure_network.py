@@ -9,6 +9,7 @@ looks, measurements and scores (docs/clock.md, "Measured on a shaped network").
   python scripts/measure_network.py --emulate --grid first --phase measure
   python scripts/measure_network.py --emulate --phase overlap
   python scripts/measure_network.py --phase report --readme
+  python scripts/measure_network.py --fit     # a revision's loopback terms, first grid
   # a real cluster: the same command on every host, one process each (docs/multihost.md)
   python scripts/measure_network.py --plain --coordinator 10.0.0.1:1234 \
       --num_processes 4 --process_id 0 --rate_mbit 10000 --delay_ms 0.05 --models mlp_wide
@@ -45,6 +46,9 @@ def main() -> None:
   parser.add_argument("--records", default="records/network")
   parser.add_argument("--readme", action="store_true",
                       help="write the report into docs/clock.md (section network_cases)")
+  parser.add_argument("--fit", action="store_true",
+                      help="fit the loopback's latency and achieved share on the first grid's "
+                           "measured cases and print them (the revision's constants)")
   parser.add_argument("--models", default="", help="comma-separated; default: the grid's")
   parser.add_argument("--timeout_s", type=float, default=900,
                       help="the longest one launch (one network, every strategy) may take")
@@ -61,6 +65,11 @@ def main() -> None:
     grid["models"] = tuple(args.models.split(","))
   if args.plain:
     plain(args, grid)
+    return
+  if args.fit:
+    loopback, loss = measure.fit_loopback(args.records, networks(**GRIDS["first"]))
+    print(f"loopback: latency_s={loopback.latency_s:g}, efficiency={loopback.efficiency:g} "
+          f"(mean |log error| of the sequential step time on the first grid: {loss:.4f})")
     return
   measuring = args.phase in ("all", "compute", "measure", "overlap")
   if measuring and not args.emulate:

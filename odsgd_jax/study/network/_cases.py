@@ -88,25 +88,43 @@ def case_key(network: Network, label: str) -> str:
   return f"{network.key}/{label}"
 
 
-def clock_network(network: Network) -> cluster.Network:
+@dataclasses.dataclass(frozen=True)
+class Loopback:
+  """What a message over gloo on the shaped loopback costs beyond the rate: `latency_s` per
+  message hop (added to the delay) and the achieved share of the rate (`efficiency`).
+  The first looks take neither (0 and 1); a revision fits them (`fit_loopback`)."""
+
+  latency_s: float = 0.0
+  efficiency: float = 1.0
+
+
+# The revision of the loopback's terms, fitted on the first grid's measured cases after
+# their first looks were committed (`python scripts/measure_network.py --fit`); judged by
+# the second grid's first looks. None: not revised.
+REVISION: Loopback | None = None
+
+
+def clock_network(network: Network, loopback: Loopback = Loopback()) -> cluster.Network:
   """The clock's network for an emulated one: a ring whose links each carry 1/P of the
   loopback's rate (every process's traffic shares the one loopback, so a ring all-reduce
   of S bytes moves 2(P-1) S over it: 2(P-1)/P S / (rate/P)), and the delay as the latency
-  of each message; the rate is taken as achieved (transport "measured")."""
+  of each message; the rate is taken as achieved (transport "measured") unless `loopback`
+  says otherwise."""
   return cluster.Network(bandwidth=network.rate_mbit * 1e6 / 8 / network.processes,
-                         latency=network.delay_ms / 1e3, topology="ring")
+                         latency=network.delay_ms / 1e3 + loopback.latency_s, topology="ring",
+                         efficiency=loopback.efficiency)
 
 
 def _timeline(entry: Entry, network: Network, step_time: float, model_bytes: float,
-              overlap: bool):
+              overlap: bool, loopback: Loopback):
   from odsgd_jax.strategies import get_strategy
   workers = cluster.Workers(speeds=(1.0,) * network.processes, step_time=step_time,
                             jitter=calibration.NOISE.value, seed=0,
                             interference=calibration.INTERFERENCE.value)
   # the claims' overlap: DDP's buckets (a message under one bucket is not overlapped)
   return get_strategy(entry.strategy).make_timeline(
-      workers, clock_network(network), model_bytes, cluster.Overlap() if overlap else None,
-      **entry.options)
+      workers, clock_network(network, loopback), model_bytes,
+      cluster.Overlap() if overlap else None, **entry.options)
 
 
 def _durations(timeline, charges: Sequence[Sequence[float]]) -> np.ndarray:
@@ -118,8 +136,26 @@ def _durations(timeline, charges: Sequence[Sequence[float]]) -> np.ndarray:
   return np.asarray(durations)
 
 
+def _compute_draws(network: Network, compute_s: float, ticks: int) -> np.ndarray:
+  """The slowest of the P workers' noisy compute times on each tick, as the clock draws them."""
+  workers = cluster.Workers(speeds=(1.0,) * network.processes, step_time=compute_s,
+                            jitter=calibration.NOISE.value, seed=0)
+  return np.asarray([workers.compute_times(t).max() for t in range(ticks)])
+
+
+def sequential_step(entry: Entry, network: Network, compute_s: float, model_bytes: float,
+                    charges: Sequence[Sequence[float]], timed_from: int,
+                    loopback: Loopback = Loopback()) -> float:
+  """The sequential prediction alone (see `predictions`)."""
+  communication = _durations(
+      _timeline(entry, network, 1e-12, model_bytes, False, loopback), charges)
+  steps = _compute_draws(network, compute_s, len(charges)) + communication
+  return float(steps[timed_from:].mean())
+
+
 def predictions(entry: Entry, network: Network, compute_s: float, model_bytes: float,
-                charges: Sequence[Sequence[float]], timed_from: int) -> dict[str, float]:
+                charges: Sequence[Sequence[float]], timed_from: int,
+                revised: Loopback | None = None) -> dict[str, float]:
   """Seconds per step of the timed ticks (`charges[timed_from:]`), by three models:
 
   - clock: the strategy's timeline with the claims' terms (noise, interference, DDP's
@@ -127,22 +163,28 @@ def predictions(entry: Entry, network: Network, compute_s: float, model_bytes: f
   - sequential: every tick's communication after its compute, as one XLA:CPU program runs
     them (compute as the clock draws it, plus what the same timeline charges with no
     compute);
-  - naive: compute + P x (bytes a process sends) / rate.
+  - naive: compute + P x (bytes a process sends) / rate;
+
+  and, given a `revised` loopback, the first two again on it ("clock revised",
+  "sequential revised").
   """
-  clock = _durations(_timeline(entry, network, compute_s, model_bytes, True), charges)
-  compute = np.asarray([cluster.Workers(
-      speeds=(1.0,) * network.processes, step_time=compute_s, jitter=calibration.NOISE.value,
-      seed=0).compute_times(t).max() for t in range(len(charges))])
-  communication = _durations(_timeline(entry, network, 1e-12, model_bytes, False), charges)
+  def clock(loopback):
+    durations = _durations(_timeline(entry, network, compute_s, model_bytes, True, loopback),
+                           charges)
+    return float(durations[timed_from:].mean())
+
   sent = np.asarray([(sent or model_bytes) if sends else 0.0 for sends, sent, _ in charges])
   naive = compute_s + network.processes * sent * 8 / (network.rate_mbit * 1e6)
-  window = slice(timed_from, None)
-  return {"clock": float(clock[window].mean()),
-          "sequential": float((compute + communication)[window].mean()),
-          "naive": float(naive[window].mean())}
+  arguments = (entry, network, compute_s, model_bytes, charges, timed_from)
+  looks = {"clock": clock(Loopback()), "sequential": sequential_step(*arguments),
+           "naive": float(naive[timed_from:].mean())}
+  if revised is not None:
+    looks["clock revised"] = clock(revised)
+    looks["sequential revised"] = sequential_step(*arguments, revised)
+  return looks
 
 
-MODELS_OF_PREDICTION = ("clock", "sequential", "naive")
+MODELS_OF_PREDICTION = ("clock", "sequential", "naive", "clock revised", "sequential revised")
 
 
 def scores(cases: Mapping[str, Mapping[str, Any]], within: float = 0.10) -> dict[str, Any]:
@@ -151,33 +193,35 @@ def scores(cases: Mapping[str, Mapping[str, Any]], within: float = 0.10) -> dict
   |log error|, and the skill against the constant ratio 1 and against the naive model
   (1 - mean |log error| / theirs). `cases`: {case key: {"network", "label", "measured",
   "first_look": {model: seconds}}}."""
+  models = [m for m in MODELS_OF_PREDICTION
+            if all(m in case["first_look"] for case in cases.values())]
   ratios: dict[str, list[dict[str, float]]] = {family: [] for family in FAMILIES}
-  absolute: dict[str, list[float]] = {model: [] for model in MODELS_OF_PREDICTION}
+  absolute: dict[str, list[float]] = {model: [] for model in models}
   for key, case in cases.items():
     network, label = key.split("/", 1)
     baseline = cases.get(f"{network}/ssgd")
-    for model in MODELS_OF_PREDICTION:
+    for model in models:
       absolute[model].append(math.log(case["first_look"][model] / case["measured"]))
     if label == "ssgd" or baseline is None:
       continue
     measured = case["measured"] / baseline["measured"]
     row = {"measured": measured, "constant": math.log(1 / measured)}
-    for model in MODELS_OF_PREDICTION:
+    for model in models:
       row[model] = math.log(case["first_look"][model] / baseline["first_look"][model] / measured)
     ratios[ENTRY[label].family].append(row)
   table = {}
   for family, rows in [*ratios.items(), ("all", [r for rows in ratios.values() for r in rows])]:
     if not rows:
       continue
-    errors = {m: np.abs([r[m] for r in rows]) for m in (*MODELS_OF_PREDICTION, "constant")}
+    errors = {m: np.abs([r[m] for r in rows]) for m in (*models, "constant")}
     table[family] = {
         "cases": len(rows),
         **{m: {"within": float(np.mean(errors[m] <= math.log1p(within))),
                "mean_abs_log": float(errors[m].mean()),
                "skill_vs_constant": _skill(errors[m], errors["constant"]),
                "skill_vs_naive": _skill(errors[m], errors["naive"])}
-           for m in MODELS_OF_PREDICTION}}
-  return {"ratio": table,
+           for m in models}}
+  return {"ratio": table, "models": models,
           "absolute": {m: {"mean_abs_log": float(np.mean(np.abs(v))),
                            "within": float(np.mean(np.abs(v) <= math.log1p(within)))}
                        for m, v in absolute.items() if v}}

@@ -6,7 +6,9 @@ from typing import Any, Mapping
 from odsgd_jax.study.network import _cases
 
 _NAMES = {"clock": "clock (the claims' timelines)", "sequential": "sequential (what ran)",
-          "naive": "naive (compute + bytes / rate)"}
+          "naive": "naive (compute + bytes / rate)",
+          "clock revised": "clock, revised loopback", "sequential revised":
+          "sequential, revised loopback"}
 
 
 def _pct(value: float) -> str:
@@ -24,7 +26,7 @@ def scores_table(scores: Mapping[str, Any], grid: str) -> list[str]:
            "| family | cases | model | within 10% | mean abs log error | skill vs constant | "
            "skill vs naive |", "|---|---|---|---|---|---|---|"]
   for family, row in scores["ratio"].items():
-    for model in _cases.MODELS_OF_PREDICTION:
+    for model in scores["models"]:
       r = row[model]
       lines.append(f"| {family} | {row['cases']} | {_NAMES[model]} | {_pct(r['within'])} | "
                    f"{r['mean_abs_log']:.3f} | {_skill(r['skill_vs_constant'])} | "

@@ -10,6 +10,7 @@ session that stops loses only the network in flight, and the first looks are on 
 """
 
 import contextlib
+import dataclasses
 import datetime
 import json
 import os
@@ -162,9 +163,11 @@ FIRST_LOOKS = "first_looks.json"
 
 def first_looks(records: str, networks: Sequence[_cases.Network]) -> int:
   """Adds the first look of every case of `networks` that has none to FIRST_LOOKS (never
-  changing one already there). Returns how many were added."""
+  changing one already there); outside the first grid, with the revised loopback
+  (`_cases.REVISION`) too, where there is one. Returns how many were added."""
   path = os.path.join(records, FIRST_LOOKS)
   looks = read_json(path) if os.path.exists(path) else {}
+  first_grid = {n.key for n in _cases.networks(**_cases.GRIDS["first"])}
   added = 0
   for network in networks:
     compute = read_json(compute_path(records, network.model, network.processes))["entries"]
@@ -175,6 +178,7 @@ def first_looks(records: str, networks: Sequence[_cases.Network]) -> int:
       inputs = compute[entry.label]
       timed_from = inputs["timed_from"]
       charges = inputs["charges"][:timed_from + entry.steps * REPEATS]
+      revised = _cases.REVISION if network.key not in first_grid else None
       looks[key] = {
           "inputs": {"compute_s": inputs["compute_s"], "model_bytes": inputs["model_bytes"],
                      "processes": network.processes, "rate_mbit": network.rate_mbit,
@@ -183,7 +187,8 @@ def first_looks(records: str, networks: Sequence[_cases.Network]) -> int:
                          [(c[1] or inputs["model_bytes"]) if c[0] else 0.0
                           for c in charges[timed_from:]]))},
           "first_look": _cases.predictions(entry, network, inputs["compute_s"],
-                                           inputs["model_bytes"], charges, timed_from),
+                                           inputs["model_bytes"], charges, timed_from,
+                                           revised),
           "written": _now()}
       added += 1
   if added:
@@ -290,3 +295,43 @@ def measure_overlap(records: str, rate_mbit: float = 200, message_bytes: float =
                                           "seconds": result, "environment": _environment(),
                                           "written": _now()})
   return result
+
+
+def fit_loopback(records: str, networks: Sequence[_cases.Network]) -> tuple[_cases.Loopback, float]:
+  """The loopback's latency per message and achieved share of the rate that minimize the
+  mean |log(predicted / measured)| step time of the sequential timeline (what ran) over the
+  measured cases of `networks`: coordinate descent over fixed grids, until a whole round
+  moves neither. Returns the fit and its loss."""
+  fitted = []
+  for network in networks:
+    path = measured_path(records, network)
+    if not os.path.exists(path):
+      continue
+    compute = read_json(compute_path(records, network.model, network.processes))["entries"]
+    for label, result in read_json(path)["entries"].items():
+      entry, inputs = _cases.ENTRY[label], compute[label]
+      charges = inputs["charges"][:inputs["timed_from"] + entry.steps * REPEATS]
+      fitted.append((entry, network, inputs, charges, result["median_s"]))
+  if not fitted:
+    raise MeasureError("no measured case to fit the loopback on: run --phase measure first")
+
+  def loss(loopback):
+    return float(np.mean([abs(np.log(_cases.sequential_step(
+        entry, network, inputs["compute_s"], inputs["model_bytes"], charges,
+        inputs["timed_from"], loopback) / measured))
+        for entry, network, inputs, charges, measured in fitted]))
+
+  grids = {"latency_s": np.round(np.arange(0, 3e-3 + 1e-9, 5e-5), 6),
+           "efficiency": np.round(np.arange(0.3, 1.0 + 1e-9, 0.02), 2)}
+  best = _cases.Loopback()
+  best_loss = loss(best)
+  moved = True
+  while moved:
+    moved = False
+    for name, values in grids.items():
+      for value in values:
+        trial = dataclasses.replace(best, **{name: float(value)})
+        trial_loss = loss(trial)
+        if trial_loss < best_loss - 1e-12:
+          best, best_loss, moved = trial, trial_loss, True
+  return best, best_loss
