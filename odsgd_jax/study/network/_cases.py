@@ -219,7 +219,8 @@ def scores(cases: Mapping[str, Mapping[str, Any]], within: float = 0.10) -> dict
       row[model] = math.log(case["first_look"][model] / baseline["first_look"][model] / measured)
     ratios[ENTRY[label].family].append(row)
   table = {}
-  for family, rows in [*ratios.items(), ("all", [r for rows in ratios.values() for r in rows])]:
+  everything = [row for family_rows in ratios.values() for row in family_rows]
+  for family, rows in [*ratios.items(), ("all", everything)]:
     if not rows:
       continue
     errors = {m: np.abs([r[m] for r in rows]) for m in (*models, "constant")}

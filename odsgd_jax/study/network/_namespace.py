@@ -28,7 +28,8 @@ def can_emulate() -> str | None:
     return "emulating a network needs root (network namespaces and tc); run as root or use --plain"
   missing = [tool for tool in ("ip", "tc") if shutil.which(tool) is None]
   if missing:
-    return f"emulating a network needs {' and '.join(missing)} (iproute2); install it or use --plain"
+    return (f"emulating a network needs {' and '.join(missing)} (iproute2); install it or "
+            f"use --plain")
   return None
 
 

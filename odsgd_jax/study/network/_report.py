@@ -3,8 +3,6 @@
 import math
 from typing import Any, Mapping
 
-from odsgd_jax.study.network import _cases
-
 _NAMES = {"clock": "clock (the claims' timelines)", "sequential": "sequential (what ran)",
           "naive": "naive (compute + bytes / rate)",
           "clock revised": "clock, revised loopback", "sequential revised":
@@ -57,7 +55,8 @@ def cases_table(cases: Mapping[str, Mapping[str, Any]]) -> list[str]:
            "counts them; `loopback`: bytes the loopback carried per step, all processes, "
            "measured; first looks written before the case was measured):", "",
            "| network | strategy | compute | sent | loopback | clock | sequential | naive | "
-           "measured | ratio to ssgd: clock / measured |", "|---|---|---|---|---|---|---|---|---|---|"]
+           "measured | ratio to ssgd: clock / measured |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
   for key, case in cases.items():
     network, label = key.split("/", 1)
     inputs, look = case["inputs"], case["first_look"]
