@@ -133,12 +133,14 @@ def records_in(folder: str, recursive: bool = False) -> list[dict[str, Any]]:
   return [record for record in found if record is not None and "label" in record]
 
 
-def write_record(path: str, record: dict[str, Any]) -> None:
-  """Writes `record` whole or not at all (a temporary file renamed into place)."""
+def write_record(path: str, record: Any, indent: int | None = None) -> None:
+  """Writes `record` whole or not at all (a temporary file renamed into place); compact,
+  or with `indent` for a file read in diffs."""
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
   temporary = f"{path}.tmp{os.getpid()}"
   with open(temporary, "w", encoding="utf-8") as f:
-    json.dump(record, f, separators=(",", ":"), sort_keys=True)
+    json.dump(record, f, separators=None if indent else (",", ":"), indent=indent,
+              sort_keys=True)
     f.write("\n")
   os.replace(temporary, path)
 

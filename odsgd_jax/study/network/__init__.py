@@ -11,6 +11,7 @@ from odsgd_jax.study.network._cases import MODELS as MODELS
 from odsgd_jax.study.network._cases import Network as Network
 from odsgd_jax.study.network._cases import networks as networks
 from odsgd_jax.study.network._cases import scores as scores
+from odsgd_jax.study.network._namespace import BURST_BYTES
 from odsgd_jax.study.network._namespace import NamespaceError as NamespaceError
 from odsgd_jax.study.network._namespace import can_emulate as can_emulate
 from odsgd_jax.study.network._namespace import shaped_namespace as shaped_namespace
@@ -24,7 +25,7 @@ def report_text(records: str) -> str:
   lines = ["Produced by `python scripts/measure_network.py --phase report --readme` from "
            f"`{records}/` (measured with `--emulate`: jax.distributed over gloo, P processes "
            "with one CPU device each, in a network namespace whose loopback (MTU 9000) is "
-           f"shaped by tbf with a {_namespace_burst()} byte burst; every process's traffic "
+           f"shaped by tbf with a {BURST_BYTES} byte burst; every process's traffic "
            "shares it; each strategy's step is the training loop's, on random inputs; the "
            "median of 3 timed windows after compilation and warm-up).", ""]
   overlap = os.path.join(records, measure.OVERLAP)
@@ -37,8 +38,3 @@ def report_text(records: str) -> str:
       lines += _report.scores_table(scores(chosen), grid)
   lines += _report.cases_table(cases)
   return "\n".join(lines).rstrip() + "\n"
-
-
-def _namespace_burst() -> int:
-  from odsgd_jax.study.network._namespace import BURST_BYTES
-  return BURST_BYTES

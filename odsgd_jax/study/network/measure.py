@@ -22,6 +22,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from odsgd_jax.study._records import write_record
 from odsgd_jax.study.network import _cases
 from odsgd_jax.study.network._namespace import shaped_namespace
 
@@ -45,13 +46,9 @@ def read_json(path: str) -> Any:
 
 
 def _write(path: str, value: Any) -> None:
-  """Whole or nothing: a stopped session leaves the old file or the new one."""
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  temporary = f"{path}.tmp{os.getpid()}"
-  with open(temporary, "w", encoding="utf-8") as f:
-    json.dump(value, f, indent=1, sort_keys=True)
-    f.write("\n")
-  os.replace(temporary, path)
+  """Whole or nothing (a stopped session leaves the old file or the new one), indented so
+  that a commit's diff shows each case."""
+  write_record(path, value, indent=1)
 
 
 def _environment() -> dict[str, Any]:
