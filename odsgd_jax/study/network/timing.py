@@ -70,6 +70,21 @@ class Barrier:
       time.sleep(0.002)
 
 
+def clock_charges(rows: list[dict[str, Any]], model_bytes: float) -> list[list[float]]:
+  """[sends, bytes sent (0: the dense message), gathered] of each tick whose step metrics
+  are `rows`, as a run's clock charges them (`SimulatedClock.advance`, worker 0's row)."""
+  from odsgd_jax import cluster
+  from odsgd_jax.train._simulation import SimulatedClock
+
+  timeline = cluster.SynchronousTimeline(cluster.Workers((1.0,), 1.0), cluster.Network(1.0),
+                                         model_bytes)  # any rule: only the charges are read
+  clock = SimulatedClock(timeline, 1.0, model_bytes, model_bytes)
+  for tick, row in enumerate(rows):
+    clock.advance(tick, {name: float(np.asarray(value).reshape(-1)[0])
+                         for name, value in row.items()})
+  return [list(charge) for count, *charge in clock.charges for _ in range(count)]
+
+
 def time_entry(label: str, strategy_name: str, options: dict[str, Any], model: Any,
                input_shape: tuple[int, ...], batch_per_worker: int, steps: int,
                repeats: int, barrier: Barrier) -> dict[str, Any]:
@@ -113,15 +128,9 @@ def time_entry(label: str, strategy_name: str, options: dict[str, Any], model: A
     jax.block_until_ready((state, metrics))
     seconds.append((time.perf_counter() - started) / steps)
     sent.append((loopback_bytes() - before) / steps)
-  rows = [train_step.metrics(np.asarray(parallel.fetch(m))) for m in packed]
-  charges = []
   model_bytes = message_bytes(state.params)
-  for row in rows:
-    sends = float(np.asarray(row.get("round_end", 1.0)).reshape(-1)[0]) > 0.5
-    bits = float(np.asarray(row.get("bits_sent", 0.0)).reshape(-1)[0])
-    gathered = float(np.asarray(row.get("gathered", 0.0)).reshape(-1)[0]) > 0.5
-    compressed = sends and 0 < bits / 8 < model_bytes
-    charges.append([int(sends), bits / 8 if compressed else 0.0, int(compressed and gathered)])
+  rows = [train_step.metrics(np.asarray(parallel.fetch(m))) for m in packed]
+  charges = clock_charges(rows, model_bytes)
   return {"label": label, "seconds_per_step": seconds,
           "loopback_bytes_per_step": float(np.median(sent)), "model_bytes": model_bytes,
           "charges": charges, "timed_from": timed_from}
