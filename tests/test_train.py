@@ -17,8 +17,9 @@ from odsgd_jax.cluster import synchronous_schedule
 from odsgd_jax.models import make_model
 from configs import _strategies
 from odsgd_jax.strategies import STRATEGIES, get_strategy, ssgd
-from odsgd_jax.train import (Hook, NonFiniteLossError, init_state, make_eval_step, make_train_step,
-                             model_variables, read_metrics, train_and_evaluate)
+from odsgd_jax.train import (Hook, NonFiniteLossError, init_state, make_eval_step,
+                             make_lr_schedule, make_train_step, model_variables, read_metrics,
+                             train_and_evaluate)
 from tests.catalog_standins import prepare_standin
 from tests.helpers import assert_trees_close, assert_trees_equal, random_batch, saved_state
 
@@ -336,6 +337,55 @@ def test_the_train_step_compiles_once_per_run(small_config, tmp_path, strategy):
           for step in range(1, config.train.num_steps + 1)}
   assert {key: program.compilations() for key, program in train_step.programs.items()} \
       == {key: 1 for key in used}
+
+
+def _schedule_counts(workdir: str, step: int) -> dict[str, np.ndarray]:
+  """Every learning-rate schedule's count in the state saved at `step`, per worker."""
+  opt_state = saved_state(workdir, step)["opt_state"]
+  return {jax.tree_util.keystr(path): leaf for path, leaf in
+          jax.tree_util.tree_leaves_with_path(opt_state) if path[-1].key == "count"}
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_every_step_reads_the_learning_rate_of_the_runs_tick(small_config, tmp_path, strategy):
+  """However often a worker (or a server) steps on a heterogeneous, jittered cluster, the
+  inner optimizer's schedule stands at the run's tick (times the inner updates a tick
+  makes) when it steps: after T ticks every count is between (T - 1) and T of them."""
+  config = _strategies.use_strategy(small_config, strategy)
+  config.cluster.speeds = (1.0, 1.0, 0.5, 0.5, 1.0, 1.0, 0.25, 1.0)
+  config.cluster.jitter = 0.2
+  config.optimizer.warmup_steps = 0
+  train_and_evaluate(config, str(tmp_path / "run"))
+  steps = config.train.num_steps
+  per_tick = get_strategy(strategy).inner_updates_per_tick(config.cluster.num_workers)
+  counts = _schedule_counts(str(tmp_path / "run"), steps)
+  assert counts, "no learning-rate schedule found in the state"
+  for where, count in counts.items():
+    assert np.all((count >= (steps - 1) * per_tick) & (count <= steps * per_tick)), (where, count)
+
+
+def test_every_oscars_worker_ends_its_schedule_with_the_run(small_config, tmp_path):
+  """On the claims' cluster (speeds 1, 1, 1, 1, 0.5, 0.5, 0.25, 0.25) the slow workers
+  take a half and a quarter of the steps, yet each reads the cosine schedule at the run's
+  tick: its last step is at most 1 / speed ticks before the end, at the rate the run logs
+  there, not at its own share of the schedule (a quarter-speed worker counting its own 5
+  steps of 20 would still be near the peak rate)."""
+  config = _strategies.use_strategy(small_config, "oscars")
+  config.cluster.speeds = (1.0, 1.0, 1.0, 1.0, 0.5, 0.5, 0.25, 0.25)
+  config.cluster.jitter = config.cluster.node_contention = 0.0  # the hand-counted schedule
+  config.optimizer.schedule, config.optimizer.warmup_steps = "cosine", 0
+  workdir = str(tmp_path / "run")
+  train_and_evaluate(config, workdir)
+  steps = config.train.num_steps
+  (count,) = _schedule_counts(workdir, steps).values()
+  last_tick = np.asarray(count) - 1  # the tick each worker last stepped on
+  speeds = np.asarray(config.cluster.speeds)
+  assert np.all(last_tick >= steps - 1 / speeds), last_tick
+  schedule = make_lr_schedule(config.optimizer, steps, steps_per_epoch=1)
+  peak = config.optimizer.learning_rate
+  assert all(float(schedule(t)) < 0.15 * peak for t in last_tick)
+  logged = [r["learning_rate"] for r in read_metrics(workdir) if "learning_rate" in r]
+  assert logged[-1] == pytest.approx(float(schedule(steps - 1)))
 
 
 def test_on_one_device_the_train_step_compiles_once(small_config, tmp_path):

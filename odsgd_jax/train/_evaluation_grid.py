@@ -22,10 +22,11 @@ def next_evaluation(step: int, num_steps: int, every: int, growth: float = 0.0,
     accuracy: the accuracy evaluated at `step` (None before the first evaluation).
     best: the highest accuracy evaluated so far: a target at or below it is reached.
     targets: accuracies the run is timed at. While `accuracy` lies within `near` below one
-      not yet reached, the span is max(1, floor(growth * step)) steps (`every` on a fixed
-      grid): a noisy curve may cross in a spike that a long span skips, and an arrival there
-      is known to within `growth` of itself from step 1 / growth on, not only from
-      every / growth. Once all are reached, only the last step is left.
+      not yet reached, the span is max(1, min(every, floor(growth * step))) steps (`every`
+      on a fixed grid): a noisy curve may cross in a spike that a long span skips, so near a
+      target the grid is never coarser than the fixed one (an arrival there is read where a
+      grid of `every` steps reads it), and finer from step 1 / growth on, known to within
+      `growth` of itself. Once all are reached, only the last step is left.
     near: see `targets`.
   """
   if every <= 0:
@@ -36,8 +37,8 @@ def next_evaluation(step: int, num_steps: int, every: int, growth: float = 0.0,
   close = accuracy is not None and any(accuracy >= t - near for t in unreached)
   if growth <= 0:
     span = every
-  elif close:
-    span = max(1, math.floor(growth * step))
+  elif close:  # at most `every`: the grid check found spikes the growing spans stepped over
+    span = max(1, min(every, math.floor(growth * step)))
   else:
     span = max(every, every * math.floor(growth * step / every))
   return min(step + span, num_steps)

@@ -8,6 +8,7 @@ import optax
 from odsgd_jax import domains
 from odsgd_jax.comm import parse_communication
 from odsgd_jax.strategies import StrategySpec, resolve
+from odsgd_jax.train._run_schedule import scale_by_run_schedule
 
 OPTIMIZERS = ("sgd", "adam")
 LR_SCHEDULES = ("constant", "cosine", "step")
@@ -62,12 +63,16 @@ def make_inner_optimizer(cfg: ml_collections.ConfigDict,
   """The optimizer a strategy applies to the gradient it chooses.
 
   Weight decay is added to the gradient before momentum (coupled L2, as in the
-  papers' MXNet code), so the strategy's all-reduce carries the raw gradient.
+  papers' MXNet code), so the strategy's all-reduce carries the raw gradient. optax's sgd
+  or adam, their learning rate read at the run's tick (`_run_schedule`), not at this worker's
+  own count of updates.
   """
+  learning_rate = scale_by_run_schedule(lr_schedule)
   if cfg.name == "sgd":
-    base = optax.sgd(lr_schedule, momentum=cfg.momentum or None, nesterov=cfg.nesterov)
+    base = optax.chain(optax.trace(decay=cfg.momentum, nesterov=cfg.nesterov)
+                       if cfg.momentum else optax.identity(), learning_rate)
   else:
-    base = optax.adam(lr_schedule)
+    base = optax.chain(optax.scale_by_adam(), learning_rate)
   if cfg.weight_decay:
     return optax.chain(optax.add_decayed_weights(cfg.weight_decay), base)
   return base

@@ -11,6 +11,7 @@ import optax
 from odsgd_jax import parallel
 from odsgd_jax.cluster import Schedule
 from odsgd_jax.strategies import StrategyDef
+from odsgd_jax.train._run_schedule import at_tick
 
 
 class TrainState(NamedTuple):
@@ -99,14 +100,16 @@ def train_step(state: TrainState, batch: dict[str, jax.Array], schedule: Schedul
   """
   worker_mesh, model = setup.worker_mesh, setup.model
 
-  def apply_strategy(grads, opt_state, params, schedule, loss):
+  def apply_strategy(grads, opt_state, params, schedule, loss, progress):
+    # every worker's learning rate at the run's tick, however often it stepped (_run_schedule)
+    opt_state = at_tick(opt_state, progress)
     updates, opt_state = setup.tx.update(grads, opt_state, params, schedule=schedule, loss=loss)
     return optax.apply_updates(params, updates), updates, opt_state
 
   strategy_update = parallel.per_worker_update(worker_mesh, apply_strategy,
-                                               in_axes=(0, 0, 0, None, 0))
+                                               in_axes=(0, 0, 0, None, 0, None))
 
-  def worker_step(params, batch_stats, opt_state, images, labels, rng, schedule):
+  def worker_step(params, batch_stats, opt_state, images, labels, rng, schedule, progress):
     def loss_fn(p):
       logits, new_model_state = model.apply(
           {"params": p, "batch_stats": batch_stats}, images, train=True,
@@ -118,7 +121,8 @@ def train_step(state: TrainState, batch: dict[str, jax.Array], schedule: Schedul
     accuracy = jnp.mean(jnp.argmax(logits, -1) == labels)
     if worker_mesh.devices_per_worker > 1:  # XLA keeps even a trivial all-reduce
       grads, loss, accuracy = jax.lax.pmean((grads, loss, accuracy), parallel.INTRA)
-    params, updates, opt_state = strategy_update(grads, opt_state, params, schedule, loss)
+    params, updates, opt_state = strategy_update(grads, opt_state, params, schedule, loss,
+                                                 progress)
     metrics = {"loss": loss, "accuracy": accuracy}
     if norms:
       metrics.update(zip(NORMS, (optax.global_norm(t) for t in (grads, updates, params)),
@@ -129,13 +133,13 @@ def train_step(state: TrainState, batch: dict[str, jax.Array], schedule: Schedul
   run_workers = worker_mesh.per_worker(
       worker_step,
       in_layouts=(parallel.PER_WORKER,) * 3 + (parallel.BATCH,) * 2
-      + (parallel.PER_WORKER, parallel.REPLICATED),
+      + (parallel.PER_WORKER, parallel.REPLICATED, parallel.REPLICATED),
   )
   worker_rngs = jax.random.split(jax.random.fold_in(state.rng, state.step),
                                  worker_mesh.num_workers)
   params, batch_stats, opt_state, metrics = run_workers(
       state.params, state.batch_stats, state.opt_state, batch["image"], batch["label"],
-      worker_rngs, schedule)
+      worker_rngs, schedule, state.step * _inner_updates_per_tick(setup))
   new_state = TrainState(step=state.step + 1, params=params, batch_stats=batch_stats,
                          opt_state=opt_state, rng=state.rng)
   if setup.strategy is not None:
@@ -144,6 +148,14 @@ def train_step(state: TrainState, batch: dict[str, jax.Array], schedule: Schedul
     metrics["learning_rate"] = setup.lr_schedule(state.step)
   return new_state, jnp.stack([jnp.broadcast_to(metrics[name], (worker_mesh.num_workers,))
                                .astype(jnp.float32) for name in sorted(metrics)])
+
+
+def _inner_updates_per_tick(setup: StepSetup) -> int:
+  """How many times a tick steps the strategy's inner optimizer when every worker's
+  gradient lands (asgd: once per gradient), the unit of its schedule's count."""
+  if setup.strategy is None:
+    return 1
+  return setup.strategy.inner_updates_per_tick(setup.worker_mesh.num_workers)
 
 
 def metric_names(setup: StepSetup, opt_state: Any, norms: bool = False) -> list[str]:
