@@ -11,6 +11,7 @@ import sys
 import time
 
 import numpy as np
+import jax
 import pytest
 
 from odsgd_jax import study
@@ -114,6 +115,26 @@ def test_a_record_of_other_code_is_refused_retrained_or_accepted(small_config, t
   with pytest.raises(study.StudyInputError, match="1 of the 2 runs have no record"):
     study.run_study([spec, other], str(tmp_path / "e"), records=folder,
                     keeping=study.Keeping(from_records=True))
+
+
+def test_a_record_made_on_another_device_count_is_refused_even_when_accepted(small_config,
+                                                                           tmp_path):
+  """The device count moves a study's numbers: records made on another count are never
+  mixed with this process's runs, whatever --stale says, and the message says how to match."""
+  spec, folder = _tiny_spec(small_config), str(tmp_path / "records")
+  study.run_study([spec], str(tmp_path / "a"), records=folder)
+  path = records.record_path(folder, spec.name)
+  made = records.read_record(path)
+  assert records.devices_of(made["environment"]) == jax.device_count()
+  other = jax.device_count() + 1
+  records.write_record(path, {**made, "environment": made["environment"].replace(
+      f"{jax.device_count()} x ", f"{other} x ")})
+  for stale in records.STALE_POLICIES:
+    with pytest.raises(study.StudyInputError,
+                       match=f"made on {other} devices.*this process has {jax.device_count()}"
+                             f".*xla_force_host_platform_device_count"):
+      study.run_study([spec], str(tmp_path / stale), records=folder, resume=True,
+                      keeping=study.Keeping(stale=stale))
 
 
 def _compare(cwd, data_dir, records_folder, *extra):

@@ -194,7 +194,7 @@ def test_a_double_miss_is_a_tie_not_a_ratio_of_run_ends():
   assert row["95%"].speedup == pytest.approx(1.0) and row["95%"].both_censored == 5
   assert row["95%"].p_faster == 1.0 and row["95%"].p_not_faster == pytest.approx(2 ** -7)
   [verdict] = speed_verdicts([row], primary="95%")
-  assert verdict.outcome == DOES_NOT_HOLD and "not faster by 5%" in verdict.reason
+  assert verdict.outcome == DOES_NOT_HOLD and "not faster by > 5%" in verdict.reason
 
 
 def test_double_misses_with_the_run_ends_reversed_do_not_make_a_faster_row_fail():
@@ -211,6 +211,42 @@ def test_double_misses_with_the_run_ends_reversed_do_not_make_a_faster_row_fail(
   assert row["95%"].speedup == pytest.approx(1.48)
   [verdict] = speed_verdicts([row], primary="95%")
   assert verdict.outcome == HOLDS
+
+
+def test_a_censored_strategy_against_a_later_baseline_arrival_is_scored_by_its_real_bounds():
+  """The review's case: the strategy's run ends at 80 s without arriving; the baseline's
+  100 s run arrives at 90 s. The strategy needs more than 80 s, so the ratio 90 / T lies
+  below 1.125 and may be anything under it: up to 12.5% faster, or never arriving. The
+  old rule put the baseline at the horizon, a tie at best, and said "does not hold"
+  (p < 0.001) on 12 such seeds; the real bounds say the seeds cannot tell."""
+  censored = _speed_row([80.0] * 12, [90.0] * 12, [False] * 12, [True] * 12,
+                        strategy_end=80.0, baseline_end=100.0)
+  assert censored.strategy_censored == 12 and censored.both_censored == 0
+  assert censored.p_not_faster == 1.0 and censored.p_faster == 1.0
+  [verdict] = speed_verdicts([{"95%": censored}], primary="95%")
+  assert verdict.outcome == INCONCLUSIVE
+  # had the baseline arrived within 5% of the strategy's end, its best case is below the
+  # minimum relevant speedup on every seed: "not faster" is shown, as it should be
+  close = _speed_row([80.0] * 12, [83.0] * 12, [False] * 12, [True] * 12,
+                     strategy_end=80.0, baseline_end=100.0)
+  [verdict] = speed_verdicts([{"95%": close}], primary="95%")
+  assert verdict.outcome == DOES_NOT_HOLD and verdict.p_value == pytest.approx(2 ** -12)
+
+
+def test_targets_tied_on_p_name_the_primary_and_list_every_test_that_fired():
+  """Uniformly 0.45x at every target: the three "against" tests have the same p (every
+  seed slower, 2^-12, Holm x 3). The cell names the primary target's test, as the
+  primary test decides, and lists all three; the old rule named the first, 90%."""
+  slow = [t / 0.45 for t in BASE]
+  row = {target: _speed_row(slow, BASE, strategy_end=100.0, baseline_end=100.0)
+         for target in ("90%", "95%", "99%")}
+  [verdict] = speed_verdicts([row], primary="95%")
+  assert verdict.outcome == DOES_NOT_HOLD
+  assert verdict.p_value == pytest.approx(3 * 2 ** -12)
+  assert verdict.cell().startswith("**does not hold**: 0.45x to 95%, not faster by > 5%")
+  for fired in ("not faster by > 5% to the 95% target", "slower by > 5% to the 90% target",
+                "slower by > 5% to the 99% target"):
+    assert fired in verdict.cell()
 
 
 def test_a_strategy_that_never_reaches_another_target_cannot_hold_or_look_faster():

@@ -25,6 +25,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import subprocess
 from typing import Any
 
@@ -47,6 +48,12 @@ def environment() -> str:
          if devices[0].platform == "gpu" else "")  # CPU programs are deterministic anyway
   return (f"jax {jax.__version__}, jaxlib {jaxlib.__version__}, {len(devices)} x "
           f"{devices[0].device_kind}{gpu}")
+
+
+def devices_of(environment_text: str) -> int | None:
+  """The device count an `environment()` text names ("... 8 x cpu"), or None."""
+  found = re.search(r"(\d+) x ", environment_text or "")
+  return int(found.group(1)) if found else None
 
 
 def config_digest(config: dict[str, Any]) -> str:

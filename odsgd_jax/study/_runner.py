@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 import jax
 import ml_collections
 
+from odsgd_jax import xla_flags
 from odsgd_jax.study import _records as records_lib
 from odsgd_jax.study._grid import RunSpec, StudyInputError
 from odsgd_jax.train import (CLOCK_FILE, ConfigError, NonFiniteLossError, read_metrics,
@@ -271,6 +272,20 @@ def _reused(specs: Sequence[RunSpec], workdirs: Sequence[str], records: str,
         records_lib.write_record(records_lib.record_path(records, spec.name), record)
       results[i] = _from_record(spec, record, workdirs[i])
       break
+  # A run's numbers depend on the device count (the pilots' targets moved by 0.2 points
+  # without 8 simulated devices): a study never mixes runs made on different counts.
+  here = jax.device_count()
+  elsewhere = [(i, result) for i, result in enumerate(results)
+               if result is not None and records_lib.devices_of(result.environment) != here]
+  if elsewhere:
+    i, result = elsewhere[0]
+    raise StudyInputError(
+        f"{len(elsewhere)} records in {records} (first: {specs[i].name}.json) were made on "
+        f"{records_lib.devices_of(result.environment)} devices ({result.environment}), this "
+        f"process has {here}: a study does not mix device counts. Run it with the same count "
+        f"(XLA_FLAGS=--xla_force_host_platform_device_count=N on a CPU host; the study "
+        f"scripts set {xla_flags.STUDY_HOST_DEVICES} unless XLA_FLAGS names a count), or "
+        f"train them again in another --records folder")
   if stale and stale_policy == "refuse":
     first = stale[0][1]
     raise StudyInputError(

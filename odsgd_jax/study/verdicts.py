@@ -10,13 +10,13 @@ The rules (docs/results.md, "How a claim is decided", says them in words):
   is inconclusive: the seeds cannot tell. A seed that diverged failed: it counts at chance
   accuracy in both tests, and a strategy that diverged on any seed cannot hold.
 - "Faster" is time to a target accuracy on the validation split, at several targets (a
-  primary one and others), every seed counted. Each pair of runs (strategy and baseline,
-  one seed) is cut at the common horizon, the shorter run's end: a seed where neither
-  reached by then is a tie, left out of every test; one where only one arm reached is
-  known on one side only, and
-  each test takes the side least favourable to the conclusion it can draw (a strategy that
-  never arrived counts as never arriving in the tests that can make it hold; a baseline
-  that never arrived, likewise, in those that can make it not hold). The tests are exact
+  primary one and others), every seed counted. Each seed's ratio is scored by its real
+  bounds: an arm that arrived has its time (even after the other arm's run ended), one
+  that never arrived needs more than its run's end, perhaps forever; a seed where neither
+  arm ever arrived is a tie, left out of every test. Each test takes the end of those
+  bounds least favourable to the conclusion it can draw (a strategy that never arrived
+  counts as never arriving in the tests that can make it hold; a baseline that never
+  arrived, likewise, in those that can make it not hold). The tests are exact
   one-sided Wilcoxon signed-rank tests on the log ratios (baseline / strategy), which take
   "never" as a rank. A row holds when it is faster by more than MIN_SPEEDUP at the primary
   target (Holm across the rows), no seed of the strategy never reached a target the
@@ -25,9 +25,11 @@ The rules (docs/results.md, "How a claim is decided", says them in words):
   adjustment. It does not hold when it is not faster by MIN_SPEEDUP at the primary target
   or slower by more than MIN_SPEEDUP at another one, Holm across all those tests of the
   table; otherwise it is inconclusive. The minimum relevant difference applies on both
-  sides: a 0.1% slowdown is no evidence of "slower". The speedup printed
-  is the geometric mean of the ratios with censored times at the horizon and its paired-t
-  interval: a description, not the test.
+  sides: a 0.1% slowdown is no evidence of "slower". Where the tests of several targets
+  decide "does not hold" with the same p, the cell names the primary target's and lists
+  every test that fired. The speedup printed is the geometric mean of the ratios with both
+  runs cut at the common horizon (the shorter run's end, a time beyond it standing there)
+  and its paired-t interval: a description, not the test.
 - A paper's numeric figure is reproduced when every measured value is within TOLERANCE
   of the paper's; otherwise the verdict states the gaps, and says so when the measurement
   is only an upper bound of what the paper measured.
@@ -54,10 +56,11 @@ HOLDS, DOES_NOT_HOLD, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
 def speed_rule(baseline: str) -> str:
   """The "faster" rule in a sentence, for a table's caption."""
   return (f"Speedup: geometric mean over all seeds of {baseline}'s time over the strategy's "
-          f"with its 95% interval, each pair of runs cut at the shorter one's end (a seed "
-          f"that neither reaches by then is a tie, left out of the tests; a censored time "
-          f"stands at that end; the "
-          f"count of seeds that never reach is given). \"Faster\" holds when an exact "
+          f"with its 95% interval, each pair of runs cut at the shorter one's end (a time "
+          f"beyond it standing there; the count of seeds that never reach is given). The "
+          f"tests score each seed by its real bounds (an arrival after the other run's end "
+          f"is known; an arm that never arrives needs more than its run's end; a seed that "
+          f"neither arm ever reaches is a tie, left out). \"Faster\" holds when an exact "
           f"one-sided signed-rank test finds it faster by more than "
           f"{100 * (MIN_SPEEDUP - 1):g}% at the primary target (Holm across the rows, a "
           f"seed that never reaches counting as never arriving), no seed of the strategy "
@@ -206,35 +209,35 @@ def arrival(evaluations: Sequence[Mapping[str, float]], target: float, end_time:
 
 @dataclasses.dataclass(frozen=True)
 class _Cut:
-  """One seed's log ratio (baseline time / strategy time) with both runs cut at the common
-  horizon, the shorter run's end. Where both arrived by then it is known; where neither
-  did it is a tie (0), unless one arm never arrives in its whole run while the other does;
-  where one arm is censored, only one side is known. `worst` and `best` are the ends of
-  what it can be for the strategy ("never arriving" is -inf or +inf); `capped` puts a
-  censored time at the horizon (what the printed speedup averages)."""
+  """One seed's log ratio (baseline time / strategy time), scored by its real bounds: an
+  arm that arrived has its time, even after the other arm's run ended; one that never
+  arrived in its run needs more than its run's end, perhaps forever. `worst` and `best`
+  are the ends of what the ratio can be for the strategy ("never arriving" gives -inf or
+  +inf); where neither arm ever arrived nothing is known either way: a tie, left out of
+  every test. `capped` cuts both runs at the common horizon, the shorter run's end, and
+  puts a time beyond it there (what the printed speedup averages, a description)."""
 
   worst: float
   best: float
   capped: float
-  tie: bool = False  # neither arm reached by the horizon: no evidence either way
+  tie: bool = False  # neither arm ever reached: no evidence either way
+
+
+def _bounds(side: Arrival) -> tuple[float, float]:
+  """The time an arm needs: known where it arrived, else more than its run's end."""
+  return (side.time, side.time) if side.reached else (side.end, math.inf)
 
 
 def _cut(strategy: Arrival, baseline: Arrival) -> _Cut:
   horizon = min(strategy.end, baseline.end)
-  strategy_in = strategy.reached and strategy.time <= horizon
-  baseline_in = baseline.reached and baseline.time <= horizon
-  if strategy_in and baseline_in:
-    ratio = math.log(baseline.time / strategy.time)
-    return _Cut(ratio, ratio, ratio)
-  if strategy_in:  # the baseline needs more than the horizon
-    bound = math.log(horizon / strategy.time)
-    return _Cut(bound, math.inf, bound)
-  if baseline_in:  # the strategy needs more than the horizon, perhaps forever
-    bound = math.log(baseline.time / horizon)
-    return _Cut(-math.inf, bound, bound)
-  worst = -math.inf if baseline.reached and not strategy.reached else 0.0
-  best = math.inf if strategy.reached and not baseline.reached else 0.0
-  return _Cut(worst, best, 0.0, tie=worst == best == 0.0)
+  capped = math.log(min(baseline.time, horizon) / min(strategy.time, horizon))
+  if not strategy.reached and not baseline.reached:
+    return _Cut(-math.inf, math.inf, capped, tie=True)
+  (strategy_low, strategy_high), (baseline_low, baseline_high) = map(_bounds, (strategy,
+                                                                              baseline))
+  worst = -math.inf if math.isinf(strategy_high) else math.log(baseline_low / strategy_high)
+  best = math.inf if math.isinf(baseline_high) else math.log(baseline_high / strategy_low)
+  return _Cut(worst, best, capped)
 
 
 def signed_rank(values: Sequence[float]) -> tuple[float, float]:
@@ -260,8 +263,8 @@ def signed_rank(values: Sequence[float]) -> tuple[float, float]:
 
 @dataclasses.dataclass(frozen=True)
 class SpeedTest:
-  """A strategy's time to a target against the baseline's, paired by seed, each pair cut
-  at the common horizon (the shorter of the two runs).
+  """A strategy's time to a target against the baseline's, paired by seed, each seed
+  scored by its real bounds (`_Cut`).
 
   Attributes:
     speedup: geometric mean of baseline time / strategy time, a censored time standing at
@@ -316,7 +319,8 @@ class SpeedTest:
 def speed_test(strategy: Mapping[int, Arrival], baseline: Mapping[int, Arrival],
                min_speedup: float = MIN_SPEEDUP) -> SpeedTest:
   """Paired comparison of the times to one target ({seed: Arrival}) on the common seeds,
-  each pair cut at the shorter run's end."""
+  each seed scored by its real bounds (the printed speedup: both runs cut at the shorter
+  one's end)."""
   seeds = sorted(set(strategy) & set(baseline))
   if not seeds:
     return SpeedTest(*[math.nan] * 6, min_speedup, 0, 0, 0, 0)
@@ -375,14 +379,18 @@ def speed_verdicts(rows: Sequence[Mapping[str, SpeedTest]], primary: str,
                               decided_by=f"neither arm reaches the {primary} target"))
       continue
     if mine:
-      name, p = min(mine, key=lambda pair: pair[1])
-      reasons = [f"not faster by {relevant} to the {n} target" if n == primary
-                 else f"slower by > {relevant} to the {n} target" for n, _ in mine]
+      # the smallest p decides; on a tie the primary target is named (then the others in
+      # the row's order), and the cell lists every test that fired
+      name, p = min(mine, key=lambda pair: (pair[1], pair[0] != primary))
+      reasons = [(f"not faster by > {relevant} to the {n} target" if n == primary
+                  else f"slower by > {relevant} to the {n} target") + f" (Holm {_p(q)})"
+                 for n, q in mine]
       decided = (f"{figure}, not faster by > {relevant} (Holm {_p(p)})" if name == primary
                  else f"slower by > {relevant} to the {name} target, {row[name].format()} "
                       f"(Holm {_p(p)})")
-      verdicts.append(Verdict(DOES_NOT_HOLD, f"{detail}; {_listed(reasons)} (Holm "
-                                             f"{_p(p)})", p, decided))
+      if len(mine) > 1:
+        decided += f"; tests that fired: {_listed(reasons)}"
+      verdicts.append(Verdict(DOES_NOT_HOLD, f"{detail}; {_listed(reasons)}", p, decided))
       continue
     never = [name for name, test in row.items() if test.strategy_censored]
     hinted = [name for name, test in row.items() if test.p_slower_worst < alpha]
