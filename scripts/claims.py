@@ -2,14 +2,18 @@
 generated section "claims" of README.md.
 
   python scripts/claims.py [--data mnist1d,fashion_mnist] [--seeds 0-11] [--resume] [--readme]
+                           [--replication_seeds 40-51] [--replicate mnist1d]
 
 One row per claim of the seed papers (OD-SGD; pseudo-synchronous SGD; Oscars) and a
 verdict (holds / does not hold / inconclusive) decided by the rules of
 odsgd_jax/study/verdicts.py, written down in docs/results.md ("How a claim is decided",
 with the history of their revisions): non-inferiority at a 1-point margin for "similar
 accuracy" (and at 0.5 points beside it), time to targets for "faster" (every strategy
-trained for ssgd's simulated time, runs cut at a common horizon, a relevant difference of
-at least 5% either way), Holm across the rows, a paper's figure within 2 points.
+trained for at least ssgd's simulated time, each seed scored by its real bounds, a relevant
+difference of at least 5% either way), Holm across the rows, a paper's figure within 2 points.
+The defaults' claims are decided again on --replication_seeds (fixed before any run,
+disjoint from --seeds and the pilots) for the workloads of --replicate, beside the primary
+seeds; each accuracy verdict states its chance of coming out the same on a fresh seed set.
 
 The trained claims are decided on each workload of --data (mnist1d: MNIST-1D with CNN1D,
 configs/default.py; fashion_mnist: Fashion-MNIST with LeNet-5, configs/fashion_mnist_lenet.py)
@@ -26,6 +30,8 @@ strategy. Writes README.md's section "claims" and docs/results.md's "claims_deta
 import dataclasses
 import json
 import os
+
+import numpy as np
 
 from odsgd_jax import study
 from odsgd_jax.cluster import PRESETS, WORKLOADS, Overlap
@@ -48,23 +54,39 @@ def accuracy_cell(group: study.Group, base: study.Group, test: verdicts.Accuracy
           f"{base.accuracy.format(4)}: {test.difference.format(1, 100, sign=True)} points")
 
 
-def speed_cell(row: dict[str, verdicts.SpeedTest], goals: dict[str, float], versus: str) -> str:
-  return f"speedup over {versus} " + "; ".join(
+def speed_cell(row: dict[str, verdicts.SpeedTest], goals: dict[str, float], versus: str,
+               arms: tuple[study.Group, study.Group]) -> str:
+  times = " vs ".join(f"{g.label} {g.sim_time.format(1)}" for g in arms)
+  return f"simulated time of the runs (s) {times}; speedup over {versus} " + "; ".join(
       f"to {name} ({goals[name]:.4f}): {row[name].format()}" for name in study.TARGET_LEVELS)
+
+
+def time_spread(group: study.Group) -> float:
+  """How much a group's runs' simulated times vary over the seeds (SD over mean): the
+  cluster noise each seed draws, the part of it that the speedup intervals carry."""
+  times = [r.summary["sim_time_s"] for r in group.runs if r.summary]
+  return float(np.std(times, ddof=1) / np.mean(times)) if len(times) > 1 else 0.0
+
+
+def timing_noise(groups: dict[str, study.Group]) -> str:
+  return ", ".join(f"{name} {100 * time_spread(g):.2f}%" for name, g in groups.items())
 
 
 @dataclasses.dataclass
 class Column:
   """One workload under one setting (defaults or tuned): a short cell per trained claim, in
   TRAINED_CLAIMS' order, and the detailed rows (measured, verdict, at the sensitivity
-  margin, command); `resolution`: the worst relative resolution of a time to the primary
-  target among its runs."""
+  margin, chance of replicating, command); `resolution`: the worst relative resolution of
+  a time to the primary target among its runs; `resolutions`: at every target, each arm's
+  and each compared ratio's (`study.resolution_lines`)."""
 
   title: str
   cells: list[str]
   details: list[list[str]]
   note: str
   resolution: float = float("nan")
+  resolutions: list[str] = dataclasses.field(default_factory=list)
+  spread: float = 0.0  # the largest `time_spread` of its groups
 
 
 TRAINED_CLAIMS = [
@@ -75,10 +97,12 @@ TRAINED_CLAIMS = [
     ("Oscars", "better use of a heterogeneous cluster than synchronous SGD"),
     ("Oscars", "better use of a heterogeneous cluster than local SGD"),
 ]
+# The replication seed set, fixed before any of its runs (issue 62): disjoint from the
+# compared seeds 0-11, the pilots 100-102, the tuning seeds 300, 301 and the Fashion-MNIST
+# recipe's 200, 201.
+REPLICATION_SEEDS = "40-51"
 DATA_TITLES = {"mnist1d": "MNIST-1D, CNN1D", "fashion_mnist": "Fashion-MNIST, LeNet-5"}
-# The sensitivity margin beside the registered 1-point one: half of it (docs/results.md,
-# "How a claim is decided"), so a reader sees which "holds" survive a stricter margin.
-SENSITIVITY_MARGIN = 0.005
+SENSITIVITY_MARGIN = verdicts.SENSITIVITY_MARGIN
 
 
 def decide(home: dict[str, study.Group], hetero: dict[str, study.Group], goals, title: str,
@@ -95,6 +119,8 @@ def decide(home: dict[str, study.Group], hetero: dict[str, study.Group], goals, 
 
   accuracy_tests = accuracy_tests_at(verdicts.MARGIN)
   accuracy_verdicts = verdicts.accuracy_verdicts(accuracy_tests)
+  replicates = [verdicts.replication(t, len(accuracy_tests)).format(v.outcome)
+                for t, v in zip(accuracy_tests, accuracy_verdicts, strict=True)]
   sensitivity = [v.cell() for v in verdicts.accuracy_verdicts(
       accuracy_tests_at(SENSITIVITY_MARGIN))]
   speed_pairs = [("odsgd", 0, "ssgd"), ("odsgd", 0, "asgd"), ("oscars", 1, "ssgd"),
@@ -115,44 +141,52 @@ def decide(home: dict[str, study.Group], hetero: dict[str, study.Group], goals, 
   compare_home, compare_hetero = commands
   details = [
       [accuracy_cell(home["odsgd"], home["ssgd"], accuracy_tests[0]),
-       accuracy_verdicts[0].format(), sensitivity[0], compare_home],
-      [speed_cell(speed_rows[0], home_goals, "ssgd"), speed_full[0], "-", compare_home],
-      [speed_cell(speed_rows[1], home_goals, "asgd"), speed_full[1], "-", compare_home],
+       accuracy_verdicts[0].format(), sensitivity[0], replicates[0], compare_home],
+      [speed_cell(speed_rows[0], home_goals, "ssgd", (home["odsgd"], home["ssgd"])),
+       speed_full[0], "-", "-", compare_home],
+      [speed_cell(speed_rows[1], home_goals, "asgd", (home["odsgd"], home["asgd"])),
+       speed_full[1], "-", "-", compare_home],
       [accuracy_cell(home["pseudo_sync"], home["ssgd"], accuracy_tests[1]),
-       accuracy_verdicts[1].format(), sensitivity[1], compare_home],
+       accuracy_verdicts[1].format(), sensitivity[1], replicates[1], compare_home],
   ]
   cells = [accuracy_short[0], speed_short[0], speed_short[1], accuracy_short[1]]
   for index, other in enumerate(("ssgd", "local_sgd"), start=2):  # compound: speed, accuracy
     details.append([
-        f"speeds 1,1,1,1,0.5,0.5,0.25,0.25; {speed_cell(speed_rows[index], hetero_goals, other)}; "
-        f"{accuracy_cell(hetero['oscars'], hetero[other], accuracy_tests[index])}; idle share "
+        f"speeds 1,1,1,1,0.5,0.5,0.25,0.25; "
+        f"{speed_cell(speed_rows[index], hetero_goals, other, (hetero['oscars'], hetero[other]))}"
+        f"; {accuracy_cell(hetero['oscars'], hetero[other], accuracy_tests[index])}; idle share "
         f"oscars {hetero['oscars'].idle.mean:.3f} vs {other} {hetero[other].idle.mean:.3f}",
         f"speed {speed_full[index]}; accuracy {accuracy_verdicts[index].format()}",
-        f"accuracy {sensitivity[index]}", compare_hetero])
+        f"accuracy {sensitivity[index]}", f"accuracy {replicates[index]}", compare_hetero])
     cells.append(f"speed {speed_short[index]}; accuracy {accuracy_short[index]}")
   resolution = max(study.resolution(groups[name], group_goals[study.PRIMARY])
                    for groups, group_goals in ((home, home_goals), (hetero, hetero_goals))
                    for name in groups)
-  pairs = [(groups[a], groups[b]) for a, groups, b in
-           (("odsgd", home, "ssgd"), ("odsgd", home, "asgd"))]  # the speed claims' pairs
-  print(f"{title}, homogeneous:\n" + "\n".join(study.resolution_lines(pairs, home_goals)))
-  pairs = [(hetero["oscars"], hetero[b]) for b in ("ssgd", "local_sgd")]
-  print(f"{title}, heterogeneous:\n" + "\n".join(study.resolution_lines(pairs, hetero_goals)),
-        flush=True)
+  # every target can decide a speed verdict: each arm's resolution there, and each ratio's
+  home_pairs = [(home["odsgd"], home[b]) for b in ("ssgd", "asgd")]
+  hetero_pairs = [(hetero["oscars"], hetero[b]) for b in ("ssgd", "local_sgd")]
+  resolutions = (study.resolution_lines(home_pairs, home_goals)
+                 + study.resolution_lines(hetero_pairs, hetero_goals))
   steps = lambda groups: "/".join(f"{name} {groups[name].runs[0].summary['steps']}"
                                   for name in groups)
   note = (f"targets (homogeneous: {', '.join(f'{v:.4f}' for v in home_goals.values())}; "
           f"heterogeneous: {', '.join(f'{v:.4f}' for v in hetero_goals.values())}); steps "
           f"at equal time, seed {home['ssgd'].runs[0].spec.seed}: {steps(home)} "
           f"(homogeneous), {steps(hetero)} (heterogeneous); a time to the {study.PRIMARY} "
-          f"target is known to within {100 * resolution:.1f}% of itself")
-  return Column(title, cells, details, note, resolution)
+          f"target is known to within {100 * resolution:.1f}% of itself; the runs' simulated "
+          f"times vary over the seeds by (SD / mean) {timing_noise(home)} (homogeneous), "
+          f"{timing_noise(hetero)} (heterogeneous)")
+  spread = max(time_spread(g) for groups in (home, hetero) for g in groups.values())
+  return Column(title, cells, details, note, resolution, resolutions, spread)
 
 
 def machine_hours(groups: list[dict[str, study.Group]]) -> float:
-  """Training time summed over the runs (each run's own wall time, on its process)."""
-  return sum(run.summary.get("wall_time_s", 0.0) for group in groups
-             for g in group.values() for run in g.runs if run.summary) / 3600
+  """Training time summed over the runs (each run's own wall time, on its process), a run
+  that two studies share (a tuned setting that is the default, copied) counted once."""
+  trained = {(run.spec.seed, json.dumps(run.config, sort_keys=True)):
+             run.summary.get("wall_time_s", 0.0)
+             for group in groups for g in group.values() for run in g.runs if run.summary}
+  return sum(trained.values()) / 3600
 
 
 def main() -> None:
@@ -161,6 +195,11 @@ def main() -> None:
   parser.add_argument("--data", default=",".join(tuning.CLAIMS_CONFIGS),
                       help=f"workloads, comma-separated: {', '.join(tuning.CLAIMS_CONFIGS)}")
   tuning.add_claims_flags(parser)
+  parser.add_argument("--replication_seeds", default=REPLICATION_SEEDS,
+                      help="seeds the defaults' claims are decided on again, beside --seeds")
+  parser.add_argument("--replicate", default="mnist1d",
+                      help="workloads of --data whose defaults are replicated, comma-separated "
+                           "('' for none)")
   args = parser.parse_args()
   seeds, common = study.check_study_flags(args)
   data_names = [d.strip() for d in args.data.split(",") if d.strip()]
@@ -172,6 +211,16 @@ def main() -> None:
   if set(seeds) & set(pilot_seeds):
     raise SystemExit(f"error: --seeds {args.seeds} overlaps --pilot_seeds {args.pilot_seeds}, "
                      f"on which the targets are fixed; choose other seeds")
+  replicated = [d.strip() for d in args.replicate.split(",") if d.strip()]
+  if set(replicated) - set(data_names):
+    raise study.StudyInputError(f"--replicate {args.replicate!r}: choose among --data "
+                                f"{args.data!r} (or '' for none)")
+  replication_seeds = (study.parse_seeds(args.replication_seeds, "--replication_seeds")
+                       if replicated else [])
+  if set(replication_seeds) & (set(seeds) | set(pilot_seeds)):
+    raise study.StudyInputError(
+        f"--replication_seeds {args.replication_seeds} overlaps --seeds {args.seeds} or "
+        f"--pilot_seeds {args.pilot_seeds}: a replication needs seeds of its own")
   cluster = tuning.cluster_overrides(args.preset, args.workload)
   variant = f":{args.variant}" if args.variant else ""
   every = {data: tuning.eval_every(data, args.eval_every) for data in data_names}
@@ -196,6 +245,9 @@ def main() -> None:
       budgets = study.Derived(kept) if kept else None  # counted before: kept with the records
       studies[data, kind] = study.equal_time_specs(
           study.strategy_specs(config, list(strategies), seeds, shared), "ssgd", budgets)
+      if data in replicated:
+        studies[data, f"{kind}_replication"] = study.equal_time_specs(study.strategy_specs(
+            config, list(strategies), replication_seeds, shared), "ssgd", budgets)
       if data in tuned:
         studies[data, f"{kind}_tuned"] = study.equal_time_specs(study.grid(
             {name: (study.with_strategy(config, name), tuple(tuned[data][kind][name].items()))
@@ -233,6 +285,13 @@ def main() -> None:
     columns.append(decide(run(data, "homogeneous", goals[0]),
                           run(data, "heterogeneous", goals[1]), goals,
                           f"{DATA_TITLES[data]}: defaults", commands))
+    if data in replicated:
+      again = f"--seeds {args.replication_seeds}"
+      columns.append(decide(run(data, "homogeneous_replication", goals[0]),
+                            run(data, "heterogeneous_replication", goals[1]), goals,
+                            f"{DATA_TITLES[data]}: defaults, replication seeds "
+                            f"{args.replication_seeds}",
+                            tuple(c.replace(f"--seeds {args.seeds}", again) for c in commands)))
     if data in tuned:
       settings = "; ".join(  # ssgd is tuned on each cluster: say which
           f"{kind} cluster: " + "; ".join(
@@ -286,17 +345,21 @@ def main() -> None:
                   for i, (paper, claim) in enumerate(TRAINED_CLAIMS)]
   header = ["paper", "claim", *(column.title for column in columns)]
   resolution = max(column.resolution for column in columns if column.details)
+  spread = max(column.spread for column in columns if column.details)
+  replicated_text = (f"; the defaults again on seeds {args.replication_seeds} for "
+                     f"{', '.join(DATA_TITLES[d] for d in replicated)}" if replicated else "")
   text = (
       f"Produced by `{study.command_line('scripts/claims.py')}` ({machine_hours(trained):.1f} "
-      f"machine-hours of training over its runs; {study.environment()}): {len(seeds)} seeds, "
-      f"rules and their history in [docs/results.md](docs/results.md#how-a-claim-is-decided).\n"
+      f"machine-hours of training over its runs; {study.environment()}): {len(seeds)} seeds"
+      f"{replicated_text}; rules and their history in "
+      f"[docs/results.md](docs/results.md#how-a-claim-is-decided).\n"
       f"\"Similar\": non-inferior at a {100 * verdicts.MARGIN:g}-point margin, paired by seed "
       f"({100 * SENSITIVITY_MARGIN:g}-point sensitivity in docs). \"Faster\": simulated time "
       f"to {study.PRIMARY} of ssgd's pilot accuracy, by more than "
       f"{100 * (verdicts.MIN_SPEEDUP - 1):g}%,\n"
-      f"every strategy given ssgd's simulated time, each time known to within "
-      f"{100 * resolution:.1f}%; no power analysis for speed (the seeds are the accuracy "
-      f"claims'). Holm across each column's rows.\n"
+      f"every strategy given at least ssgd's simulated time (each arm's in the detail), each "
+      f"time to it known to within {100 * resolution:.1f}%; no power analysis for speed (the "
+      f"seeds are the accuracy claims'). Holm across each column's rows.\n"
       f"A cell: the verdict, the figure that decided it and, where another rule decided, "
       f"which. Targets, tuned settings, full verdicts and commands:\n"
       f"[docs/results.md, the claims in detail](docs/results.md#the-claims-in-detail).\n\n"
@@ -310,12 +373,23 @@ def main() -> None:
       f"{'; '.join(f'{n} steps ({DATA_TITLES[d]})' for d, n in every.items())}. Targets: "
       f"{', '.join(study.TARGET_LEVELS)} of ssgd's final validation accuracy on pilot seeds "
       f"{', '.join(map(str, pilot_seeds))}, {study.PRIMARY} primary. "
-      f"{verdicts.speed_rule('the baseline')} Each strategy trains until it has spent the "
-      f"simulated time ssgd spent on its steps with the same seed (its own steps if more), "
-      f"its learning-rate schedule spanning that budget; final accuracy is the equal-time "
-      f"run's. Each seed draws its own cluster noise. Accuracy power: "
+      f"{verdicts.speed_rule('the baseline')} Each strategy trains for at least the "
+      f"simulated time ssgd spent on its steps with the same seed: more steps where it is "
+      f"faster per tick (each column's note gives the steps), its own steps where those take "
+      f"longer, and then it runs longer than ssgd (each arm's time is in its row), its "
+      f"learning-rate schedule spanning that budget, every worker reading it at the run's tick; "
+      f"final accuracy is the run's. Each seed draws its own cluster noise, but the runs' "
+      f"simulated times vary by at most {100 * spread:.2f}% over the seeds (SD / mean, each "
+      f"column's note): the intervals carry the seeds' training noise (initial parameters, "
+      f"data order, where the curve crosses a target) and almost none of the cluster's. "
+      f"Accuracy power: "
       f"{verdicts.seeds_for_power(0.0086, rows=4)} seeds give 80% power for non-inferiority "
       f"at the margin with a paired SD of 0.86 points (the pilot comparison); speed: none. "
+      f"Replication: beside each accuracy verdict, its chance of coming out the same on a "
+      f"fresh set of as many seeds, were the paired differences normal with the observed "
+      f"mean and SD (each test at Holm's strictest level), the chance of \"holds\" and the "
+      f"seeds \"holds\" would need for {verdicts.POWER:.0%}; the observed mean stands in for "
+      f"the true one, so these are estimates, not guarantees. "
       f"Defaults: each strategy as configs/_strategies.py sets it; tuned: {'; '.join(notes)}. "
       f"Times: the {args.preset} preset and the workload {args.workload} "
       f"({load.description}), ssgd's all-reduce overlapped with its backward pass. "
@@ -323,9 +397,12 @@ def main() -> None:
   detail = setup + "\n\n" + "\n\n".join(
       f"**{column.title}** ({column.note}):\n\n" + study.markdown(
           ["paper", "claim", "measured here", "verdict",
-           f"at a {100 * SENSITIVITY_MARGIN:g}-point margin", "command"],
+           f"at a {100 * SENSITIVITY_MARGIN:g}-point margin",
+           f"same verdict on {len(seeds)} fresh seeds", "command"],
           [[paper, claim, *row] for (paper, claim), row in zip(TRAINED_CLAIMS, column.details,
                                                                strict=True)])
+      + "\n\nResolution of the times at every target (worst seed; a ratio's: the width of "
+        "what it can be):\n\n" + "\n".join(f"- {line}" for line in column.resolutions)
       for column in columns if column.details)
   print(text + "\n\n" + detail)
   with open(os.path.join(args.output, "claims.md"), "w", encoding="utf-8") as f:

@@ -97,8 +97,10 @@ def main() -> None:
                                        goals, args.primary, pilots, equal_time)
   if goals:  # the achieved resolution at each target, per arm and per ratio to the baseline
     base = next(g for g in groups if g.label == baseline)
-    print("\n".join(study.resolution_lines(
-        [(g, base) for g in groups if g.label != baseline], goals)), flush=True)
+    text += ("\n\nResolution of the times at every target (worst seed; a ratio's: the width "
+             "of what it can be):\n\n" + "\n".join(
+                 f"- {line}" for line in study.resolution_lines(
+                     [(g, base) for g in groups if g.label != baseline], goals)))
   study.write_outputs(text, groups, args.output, args.readme,
                       goals[args.primary] if goals else None, check=args.check)
 

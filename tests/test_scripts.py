@@ -81,6 +81,7 @@ def test_scaling_from_timelines(tmp_path):
 def test_claims_report_has_a_verdict_for_every_claim_defaults_and_tuned(data_dir, tmp_path):
   claims = ("scripts/claims.py", "--data", "mnist1d", "--variant", "steps=6", "--eval_every",
             "3", "--seeds", "0,1", "--pilot_seeds", "100", "--processes", "1",
+            "--replication_seeds", "2,3",
             "--set", f"data.data_dir={data_dir}",
             # the standard split: 1,000 test signals evaluate faster than 12,000
             "--set", "data.name=mnist1d", "--output", str(tmp_path))
@@ -89,19 +90,28 @@ def test_claims_report_has_a_verdict_for_every_claim_defaults_and_tuned(data_dir
   rows = [line for line in table.splitlines() if line.startswith("| ") and
           line.split(" | ")[0] in ("| OD-SGD", "| Pseudo-sync", "| Oscars")]
   assert len(rows) == 9
-  assert "| paper | claim | MNIST-1D, CNN1D: defaults | MNIST-1D, CNN1D: tuned |" in table
+  assert ("| paper | claim | MNIST-1D, CNN1D: defaults | MNIST-1D, CNN1D: defaults, "
+          "replication seeds 2,3 | MNIST-1D, CNN1D: tuned |") in table
   assert all(any(v in row for v in ("**holds", "**does not hold", "**inconclusive"))
              for row in rows)
   assert sum("not tuned yet: `python scripts/tune.py --data mnist1d`" in row
              for row in rows) == 6
   assert "near-linear (strong) scalability using 128 nodes" in table
   speed = [row for row in detail.splitlines() if "speedup over" in row]
-  assert len(speed) == 4 and all("robust to the clock: " in row for row in speed)
+  assert len(speed) == 8 and all("robust to the clock: " in row for row in speed)  # 2 columns
+  # each arm's simulated time; every target's resolution, per arm and per ratio
+  assert all("simulated time of the runs (s) " in row for row in speed)
+  for target in ("90%", "95%", "99%"):
+    assert detail.count(f"- resolution at {target} (") == 4  # 2 columns x 2 clusters
+  assert "ratios odsgd/ssgd " in detail and "ratios oscars/ssgd " in detail
+  # the chance that each accuracy verdict replicates, and the timing noise's size
+  assert "| same verdict on 2 fresh seeds | command |" in detail
+  assert "the runs' simulated times vary by at most " in result.stdout
   assert "targets (homogeneous: " in detail and "Holm" in table
   # the caption above the table: at most five lines, the detail in docs
   caption = table[table.index("Produced by"):].partition("\n\n| paper |")[0].splitlines()
   assert len(caption) <= 5 and "docs/results.md" in caption[-1]
-  assert "| at a 0.5-point margin | command |" in detail and "known to within" in detail
+  assert "| at a 0.5-point margin |" in detail and "known to within" in detail
   # equal time: oscars (heterogeneous cluster) takes more steps than ssgd's 6
   steps = detail.partition("steps at equal time, seed 0: ")[2].partition(" (heterogeneous)")[0]
   assert steps.startswith("ssgd 6/") and "oscars 6" not in steps.partition("(homogeneous)")[2]

@@ -51,6 +51,9 @@ CASES = [  # (script, arguments, what the line names)
     ("compare", ["--strategies", "nosuch"], "--strategies 'nosuch': unknown strategies"),
     ("compare", ["--seeds", "0-2", "--pilot_seeds", "2"], "--pilot_seeds 2 overlaps --seeds"),
     ("claims", ["--seeds", "0-1", "--pilot_seeds", "1"], "--pilot_seeds 1, on which"),
+    ("claims", ["--seeds", "0-1", "--replication_seeds", "1-2"],
+     "--replication_seeds 1-2 overlaps --seeds 0-1"),
+    ("claims", ["--replicate", "fashion_mnist"], "--replicate 'fashion_mnist': choose among"),
     ("compare", ["--targets", "abc"], "--targets 'abc' / --primary '95%': target 'abc'"),
     ("compare", ["--output", "{a_file}"], "--output '{a_file}' is a file"),
     ("compare", ["--set", "nosuch.field=1"], "the config 'configs/default.py:ssgd' has no "

@@ -380,3 +380,24 @@ def test_seeds_for_power_matches_the_textbook_one_sample_t(effect, expected):
 def test_more_rows_need_more_seeds():
   assert seeds_for_power(0.008, rows=8) > seeds_for_power(0.008, rows=1)
   assert verdicts.MARGIN == 0.01 and verdicts.ALPHA == 0.05
+
+
+def test_replication_chance_matches_simulated_fresh_seed_sets():
+  """The chance that a fresh set of 12 seeds gives "holds" (or "does not hold") again,
+  against 20,000 simulated sets of normal paired differences with the observed mean and
+  SD, each t-tested at Holm's strictest level for 4 rows."""
+  strategy, baseline = _accuracies(-0.004, 0.008, seed=3)
+  test = accuracy_test(strategy, baseline, chance=0.1)
+  chance = verdicts.replication(test, rows=4)
+  rng = np.random.default_rng(0)
+  draws = rng.normal(test.difference.mean, test.sd, (20_000, test.seeds))
+  t = (draws.mean(1) + test.margin) / (draws.std(1, ddof=1) / math.sqrt(test.seeds))
+  critical = stats.t.ppf(1 - 0.05 / 4, test.seeds - 1)
+  assert chance.holds == pytest.approx(np.mean(t > critical), abs=0.01)
+  assert chance.does_not_hold == pytest.approx(np.mean(t < -critical), abs=0.01)
+  assert 0.2 < chance.holds < 0.9  # a case that can land either way
+  # the seeds that "holds" needs for 80% are those of the power analysis at this difference
+  assert chance.seeds_for_holds == seeds_for_power(test.sd, rows=4,
+                                                   true_difference=test.difference.mean)
+  assert verdicts.replication(accuracy_test(*_accuracies(-0.015, 0.003), chance=0.1),
+                              rows=4).seeds_for_holds is None  # beyond the margin: never

@@ -96,13 +96,14 @@ def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
   return "\n".join(lines)
 
 
-def noninferiority(groups: Sequence[Group], baseline: str
+def noninferiority(groups: Sequence[Group], baseline: str, margin: float = verdicts.MARGIN
                    ) -> dict[str, tuple[verdicts.AccuracyTest, verdicts.Verdict]]:
   """Each group but the baseline: its final test accuracy against the baseline's, paired
-  by seed, and the non-inferiority verdict, Holm-adjusted across the groups."""
+  by seed, and the non-inferiority verdict at `margin`, Holm-adjusted across the groups."""
   base = next(g for g in groups if g.label == baseline)
   compared = [g for g in groups if g.label != baseline]
-  tests = [verdicts.accuracy_test(g.per_seed, base.per_seed, g.chance) for g in compared]
+  tests = [verdicts.accuracy_test(g.per_seed, base.per_seed, g.chance, margin)
+           for g in compared]
   return {g.label: pair for g, pair in
           zip(compared, zip(tests, verdicts.accuracy_verdicts(tests), strict=True), strict=True)}
 
@@ -130,8 +131,11 @@ RULES = (f"non-inferior: the paired difference's one-sided 95% t-test against a 
 def accuracy_table(groups: Sequence[Group], baseline: str, first_column: str = "strategy") -> str:
   """Final test accuracy per group and its non-inferiority to the baseline."""
   tested = noninferiority(groups, baseline)
-  header = [first_column, "final test accuracy", *noninferiority_header(baseline), "per seed"]
+  stricter = noninferiority(groups, baseline, verdicts.SENSITIVITY_MARGIN)
+  header = [first_column, "final test accuracy", *noninferiority_header(baseline),
+            f"at -{100 * verdicts.SENSITIVITY_MARGIN:g} point (sensitivity)", "per seed"]
   rows = [[g.label, _accuracy(g), *noninferiority_cells(tested.get(g.label)),
+           stricter[g.label][1].brief() if g.label in stricter else "-",
            _per_seed(g.per_seed)] for g in groups]
   return markdown(header, rows)
 

@@ -45,6 +45,9 @@ from scipy import stats
 from odsgd_jax.study._stats import Interval, mean_ci
 
 MARGIN = 0.01  # accuracy, as a fraction: 1 point
+# The sensitivity margin beside the registered one: half of it (docs/results.md, "How a
+# claim is decided"), so a reader sees which "holds" survive a stricter margin.
+SENSITIVITY_MARGIN = 0.005
 ALPHA = 0.05  # one-sided, family-wise across a table's rows (Holm)
 TOLERANCE = 0.02  # a paper's figure, as a fraction: 2 points
 MIN_SPEEDUP = 1.05  # the smallest speedup that counts as "faster"
@@ -138,6 +141,8 @@ class AccuracyTest:
   p_inferior: float
   margin: float
   diverged: int = 0
+  sd: float = math.nan  # the paired differences' standard deviation over the seeds
+  seeds: int = 0
 
 
 def accuracy_test(strategy: Mapping[int, float | None], baseline: Mapping[int, float | None],
@@ -157,7 +162,53 @@ def accuracy_test(strategy: Mapping[int, float | None], baseline: Mapping[int, f
   else:
     lower = math.nan
   p_noninferior, p_inferior = _one_sided_t(differences, -margin)
-  return AccuracyTest(interval, lower, p_noninferior, p_inferior, margin, diverged)
+  sd = float(differences.std(ddof=1)) if len(differences) >= 2 else math.nan
+  return AccuracyTest(interval, lower, p_noninferior, p_inferior, margin, diverged, sd,
+                      len(differences))
+
+
+@dataclasses.dataclass(frozen=True)
+class Replication:
+  """How an accuracy verdict would come out on a fresh set of as many seeds, were the
+  paired differences normal with the observed mean and SD: the chance of each outcome,
+  with each test at Holm's strictest level (alpha / rows, so a lower bound for the row
+  with the smallest p), and the seeds "holds" would need to come out with probability
+  POWER (None where the observed mean is not above -margin: no count would)."""
+
+  holds: float
+  does_not_hold: float
+  seeds_for_holds: int | None
+
+  @property
+  def inconclusive(self) -> float:
+    return max(0.0, 1.0 - self.holds - self.does_not_hold)
+
+  def of(self, outcome: str) -> float:
+    return {HOLDS: self.holds, DOES_NOT_HOLD: self.does_not_hold,
+            INCONCLUSIVE: self.inconclusive}[outcome]
+
+  def format(self, outcome: str) -> str:
+    need = (f"{self.seeds_for_holds} seeds for {POWER:.0%}" if self.seeds_for_holds
+            else "no seed count")
+    return f"{self.of(outcome):.0%} (holds {self.holds:.0%}; {need})"
+
+
+def replication(test: AccuracyTest, rows: int, alpha: float = ALPHA) -> Replication:
+  """`Replication` of `test`'s verdict in a table of `rows` accuracy rows (noncentral t)."""
+  n = test.seeds
+  if n < 2 or not test.sd > 0:
+    return Replication(math.nan, math.nan, None)
+  critical = stats.t.ppf(1 - alpha / rows, n - 1)
+  shift = (test.difference.mean + test.margin) / (test.sd / math.sqrt(n))
+  holds = float(stats.nct.sf(critical, n - 1, shift))
+  does_not_hold = float(stats.nct.cdf(-critical, n - 1, shift))
+  try:
+    need = (seeds_for_power(test.sd, test.margin, rows, alpha,
+                            true_difference=test.difference.mean)
+            if test.difference.mean > -test.margin else None)
+  except ValueError:
+    need = None
+  return Replication(holds, does_not_hold, need)
 
 
 def accuracy_verdicts(tests: Sequence[AccuracyTest], alpha: float = ALPHA) -> list[Verdict]:
