@@ -64,8 +64,8 @@ def evaluation_grid(train: ml_collections.ConfigDict) -> str:
             f"at least {train.eval_every} steps)")
   else:
     text = (f"evaluated on a growing grid (spans of {100 * train.eval_growth:g}% of the step, "
-            f"at least {train.eval_every} steps; down to one step within "
-            f"{100 * train.eval_near:g} points below a target not yet reached)")
+            f"at least {train.eval_every} steps; within {100 * train.eval_near:g} points "
+            f"below a target not yet reached, at most {train.eval_every} and down to one)")
   return text + (" until the last target, and at the end" if train.get("eval_targets") else "")
 
 

@@ -433,14 +433,15 @@ def speed_verdicts(rows: Sequence[Mapping[str, SpeedTest]], primary: str,
       # the smallest p decides; on a tie the primary target is named (then the others in
       # the row's order), and the cell lists every test that fired
       name, p = min(mine, key=lambda pair: (pair[1], pair[0] != primary))
-      reasons = [(f"not faster by > {relevant} to the {n} target" if n == primary
-                  else f"slower by > {relevant} to the {n} target") + f" (Holm {_p(q)})"
-                 for n, q in mine]
+      fired = {n: (f"not faster by > {relevant} to the {n} target" if n == primary
+                   else f"slower by > {relevant} to the {n} target") + f" (Holm {_p(q)})"
+               for n, q in mine}
+      reasons = list(fired.values())
       decided = (f"{figure}, not faster by > {relevant} (Holm {_p(p)})" if name == primary
                  else f"slower by > {relevant} to the {name} target, {row[name].format()} "
                       f"(Holm {_p(p)})")
       if len(mine) > 1:
-        decided += f"; tests that fired: {_listed(reasons)}"
+        decided += f"; also {_listed([text for n, text in fired.items() if n != name])}"
       verdicts.append(Verdict(DOES_NOT_HOLD, f"{detail}; {_listed(reasons)}", p, decided))
       continue
     never = [name for name, test in row.items() if test.strategy_censored]
