@@ -3,8 +3,10 @@
 An optax schedule counts the updates of the optimizer that holds it. A worker that steps
 less often than the others would read its rate from its own count and fall behind the run:
 oscars' slow workers (at the claims' 11,206 ticks a quarter-speed worker would end near
-85% of a cosine schedule's peak rate, where the run ends at 0), and asgd's and ssp's
-server on a tick where not every gradient lands. So the experiment's inner optimizer keeps
+85% of a cosine schedule's peak rate, where the run ends at 0), asgd's and ssp's server
+on a tick where not every gradient lands, and odsgd's and pseudo_sync's global update,
+one tick behind from their first delayed tick on (it has nothing to apply, so it does not
+step). So the experiment's inner optimizer keeps
 its count in a `ScheduleCount`, and the train step sets it to the run's tick (times the
 inner updates a tick makes: asgd's server steps once per arriving gradient) before the
 strategy updates (`at_tick`). Every step then reads the rate of the tick it is taken on,
