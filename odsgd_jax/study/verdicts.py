@@ -190,7 +190,12 @@ class Replication:
   def format(self, outcome: str) -> str:
     need = (f"{self.seeds_for_holds} seeds for {POWER:.0%}" if self.seeds_for_holds
             else "no seed count")
-    return f"{self.of(outcome):.0%} (holds {self.holds:.0%}; {need})"
+    return f"{_chance(self.of(outcome))} (holds {_chance(self.holds)}; {need})"
+
+
+def _chance(p: float) -> str:
+  """A probability in whole percent, never rounded to a certainty it is not."""
+  return "> 99%" if p > 0.99 else "< 1%" if p < 0.01 else f"{p:.0%}"
 
 
 def replication(test: AccuracyTest, rows: int, alpha: float = ALPHA) -> Replication:
