@@ -80,7 +80,8 @@ def main() -> None:
   print(text)
   with open(os.path.join(args.output, "tuning.md"), "w", encoding="utf-8") as f:
     f.write(text + "\n")
-  kept = study.records_folder(args)  # beside the records: claims.py reads it from there
+  # beside the records, where claims.py reads it (not under --check, which writes nothing)
+  kept = study.records_folder(args) if not args.check else None
   for folder in [args.output] + ([kept] if kept else []):
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "tuned.json"), "w", encoding="utf-8") as f:
