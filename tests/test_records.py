@@ -4,6 +4,7 @@ regenerated from committed records (docs/results.md, "Run records")."""
 import dataclasses
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -214,3 +215,27 @@ def test_the_results_table_regenerates_from_its_committed_records(tmp_path):
   assert time.perf_counter() - started < 60
   assert not list((tmp_path / "out").glob("runs/*"))  # nothing trained
   assert json.loads((tmp_path / "out" / "study.json").read_text())["runs"]
+
+
+@pytest.mark.parametrize("page,section,script", [
+    ("README.md", "claims", "scripts/claims.py"),
+    (os.path.join("docs", "results.md"), "tuning_mnist1d", "scripts/tune.py"),
+])
+def test_the_claims_and_their_tuning_regenerate_from_their_committed_records(
+    tmp_path, page, section, script):
+  """The claims table (and its detail in docs/results.md) and the MNIST-1D tuning table are
+  what the records committed in records/claims give, by the command each names, with no
+  training, in under a minute; read from a copy, as above."""
+  with open(os.path.join(REPO, page), encoding="utf-8") as f:
+    text = f.read().split(f"<!-- {section}:start -->")[1]
+  command = text.split(f"Produced by `python {script} ")[1].split("`")[0]
+  copy = tmp_path / "records"
+  shutil.copytree(os.path.join(REPO, "records", "claims"), copy)
+  started = time.perf_counter()
+  result = subprocess.run(
+      [sys.executable, script, *shlex.split(command), "--from_records", "--check",
+       "--stale", "accept", "--records", str(copy), "--output", str(tmp_path / "out")],
+      cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert time.perf_counter() - started < 60
+  assert not list((tmp_path / "out").rglob("runs/*"))  # nothing trained
