@@ -5,7 +5,8 @@ measured Fashion-MNIST runs.
   python scripts/study_costs.py --study "MNIST-1D Results table=records/compare_default" \\
       --fashion_fixed records/costs/fashion_fixed --fashion_grid records/costs/fashion_grid
 
-Each --study is "title=records folder" (its subfolders included): the runs, their wall time
+Each --study is "title=records folder" (its subfolders included; several folders separated
+by commas, e.g. a claims study's defaults without its tuning): the runs, their wall time
 in the study's process (`seconds`, start-up included; `summary.wall_time_s` for records
 without it), training (the loop less its evaluations), evaluation, start-up (the rest), the
 evaluations' share, and the records' size. --fashion_fixed and --fashion_grid hold one
@@ -32,10 +33,14 @@ from odsgd_jax.study import _tuning as tuning
 from odsgd_jax.train._evaluation_grid import evaluation_steps
 
 
-def _records(folder: str) -> list[dict]:
-  found = [r for r in records_lib.records_in(folder, recursive=True) if r.get("summary")]
-  if not found:
-    raise study.StudyInputError(f"{folder} holds no run records")
+def _records(folders: str) -> list[dict]:
+  """The finished runs' records in each folder of `folders` (comma-separated) and below."""
+  found = []
+  for folder in folders.split(","):
+    here = [r for r in records_lib.records_in(folder, recursive=True) if r.get("summary")]
+    if not here:
+      raise study.StudyInputError(f"{folder} holds no run records")
+    found += here
   return found
 
 
@@ -57,9 +62,9 @@ def _wall_minutes(records: list[dict]) -> float:
   return (max(written) - written[first] + _split(records[first])["total"]) / 60
 
 
-def _size(folder: str) -> float:
-  return sum(os.path.getsize(p) for p in glob.glob(os.path.join(folder, "**", "*.json"),
-                                                   recursive=True)) / 2**20
+def _size(folders: str) -> float:
+  return sum(os.path.getsize(p) for folder in folders.split(",")
+             for p in glob.glob(os.path.join(folder, "**", "*.json"), recursive=True)) / 2**20
 
 
 def _row(title: str, records: list[dict], folder: str) -> list[str]:
