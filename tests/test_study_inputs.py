@@ -53,7 +53,8 @@ CASES = [  # (script, arguments, what the line names)
     ("claims", ["--seeds", "0-1", "--pilot_seeds", "1"], "--pilot_seeds 1, on which"),
     ("claims", ["--seeds", "0-1", "--replication_seeds", "1-2"],
      "--replication_seeds 1-2 overlaps --seeds 0-1"),
-    ("claims", ["--replicate", "fashion_mnist"], "--replicate 'fashion_mnist': choose among"),
+    ("claims", ["--data", "mnist1d", "--replicate", "fashion_mnist"],
+     "--replicate 'fashion_mnist': choose among"),
     ("compare", ["--targets", "abc"], "--targets 'abc' / --primary '95%': target 'abc'"),
     ("compare", ["--output", "{a_file}"], "--output '{a_file}' is a file"),
     ("compare", ["--set", "nosuch.field=1"], "the config 'configs/default.py:ssgd' has no "

@@ -275,8 +275,8 @@ def _reused(specs: Sequence[RunSpec], workdirs: Sequence[str], records: str,
   # A run's numbers depend on the device count (the pilots' targets moved by 0.2 points
   # without 8 simulated devices): a study never mixes runs made on different counts.
   here = jax.device_count()
-  elsewhere = [(i, result) for i, result in enumerate(results)
-               if result is not None and records_lib.devices_of(result.environment) != here]
+  elsewhere = [(i, result) for i, result in enumerate(results) if result is not None
+               and records_lib.devices_of(result.environment) not in (None, here)]
   if elsewhere:
     i, result = elsewhere[0]
     raise StudyInputError(
