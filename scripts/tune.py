@@ -8,7 +8,9 @@ six configurations on tuning seeds, and the one the criterion fixed beforehand p
 in a folder of its name inside it, as scripts/claims.py has them.
 Runs each strategy of each cluster's claims (the homogeneous and the heterogeneous one,
 on the claims' --preset and --workload) with the learning rate at half, once and twice the
-default times its key option at two values, on --seeds (default 300,301); the target is
+default times its key option at two values, on --seeds (default 300,301), each for at
+least the simulated time ssgd's default spends on its steps with the same seed, the
+claims' budget (more steps where the configuration is faster per tick); the target is
 the claims' primary one, fixed on ssgd's pilot runs (shared with scripts/claims.py when
 both write to the same --output), evaluated every tuning.CLAIMS_EVAL_EVERY steps of
 the workload unless --eval_every says otherwise. Writes <output>/tuned.json ({cluster: {strategy:
@@ -44,14 +46,15 @@ def main() -> None:
                                 f"(0-11): tuning seeds must be disjoint from both")
   cluster = tuning.cluster_overrides(args.preset, args.workload)
   configs = tuning.CLAIMS_CONFIGS[args.data]
+  kept = study.records_folder(args)  # the records, and the budgets counted with them
+  budgets = study.Derived(kept) if kept else None
   studies = {}
   for kind, strategies in tuning.CLAIMS_STRATEGIES.items():
     config = f"{configs[kind]}:{args.variant}" if args.variant else configs[kind]
     studies[f"pilot_{kind}"] = study.final_evaluation_only(study.strategy_specs(
         config, ["ssgd"], pilot_seeds, common + cluster))
-    labels = {label: spec for name in strategies for label, spec in
-              tuning.tuning_configurations(configs[kind], name, args.variant).items()}
-    studies[f"tuning_{kind}"] = study.grid(labels, seeds, common + cluster)
+    studies[f"tuning_{kind}"] = tuning.tuning_specs(configs[kind], strategies, seeds,
+                                                    common + cluster, args.variant, budgets)
   for folder, specs in studies.items():
     study.check_specs(specs, os.path.join(args.output, folder), args.processes)
 
@@ -73,7 +76,8 @@ def main() -> None:
         ["configuration", "mean final validation accuracy", "mean time to the target (s)",
          ""], rows))
   text = (f"Produced by `{study.command_line('scripts/tune.py')}`: {args.data}, seeds "
-          f"{', '.join(map(str, seeds))}, the {args.preset} preset timing {args.workload}; "
+          f"{', '.join(map(str, seeds))}, the {args.preset} preset timing {args.workload}, "
+          f"each configuration trained for at least ssgd's simulated time on its seed; "
           f"chosen: within {100 * study.verdicts.MARGIN:g} point of the strategy's best mean "
           f"validation accuracy, the shortest mean time to the primary target.\n\n"
           + "\n\n".join(sections))
@@ -81,8 +85,7 @@ def main() -> None:
   with open(os.path.join(args.output, "tuning.md"), "w", encoding="utf-8") as f:
     f.write(text + "\n")
   # beside the records, where claims.py reads it (not under --check, which writes nothing)
-  kept = study.records_folder(args) if not args.check else None
-  for folder in [args.output] + ([kept] if kept else []):
+  for folder in [args.output] + ([kept] if kept and not args.check else []):
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "tuned.json"), "w", encoding="utf-8") as f:
       json.dump(tuned, f, indent=1)

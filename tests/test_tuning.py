@@ -27,6 +27,22 @@ def test_every_claims_strategy_gets_six_configurations_rate_by_key_option():
     tuning.tuning_configurations("configs/default.py", "gossip")
 
 
+def test_every_configuration_trains_for_the_claims_budget_of_its_seed():
+  # oscars is faster per tick than ssgd on the heterogeneous cluster: at ssgd's simulated
+  # time it takes more steps, in tuning as in the claims (at 3000 steps, the number tuning
+  # trained before issue 62, tuned oscars diverged on a claims seed)
+  cluster = tuning.cluster_overrides("10gbe", "resnet50_v100")
+  config = tuning.CLAIMS_CONFIGS["mnist1d"]["heterogeneous"]
+  specs = tuning.tuning_specs(config, ["ssgd", "oscars"], [300], cluster, "steps=100")
+  steps = {spec.label: dict(spec.overrides).get("train.num_steps") for spec in specs}
+  assert len(specs) == 12 and "ssgd" not in steps  # ssgd's default: timed, not trained
+  assert {steps[label] for label in steps if label.startswith("ssgd ")} == {100}
+  claims = study.equal_time_specs(study.strategy_specs(
+      f"{config}:steps=100", ["ssgd", "oscars"], [300], cluster), "ssgd")
+  assert steps["oscars lr=0.1 period=4"] == dict(claims[1].overrides)["train.num_steps"]
+  assert steps["oscars lr=0.1 period=4"] > 100 and steps["oscars lr=0.1 period=2"] > 100
+
+
 def _group(rate, validations, times, end=10.0):
   """One configuration: per seed its final validation accuracy (None: diverged) and the
   time it reached 0.8 (None: never, by the run's end)."""

@@ -18,9 +18,12 @@ import ml_collections
 import numpy as np
 
 from odsgd_jax.cluster import PRESETS, WORKLOADS
+from odsgd_jax.study import _records as records_lib
 from odsgd_jax.study import verdicts
 from odsgd_jax.study._aggregate import Group
-from odsgd_jax.study._grid import load_config
+from odsgd_jax.study._budgets import equal_time_specs
+from odsgd_jax.study._drivers import strategy_specs
+from odsgd_jax.study._grid import RunSpec, grid, load_config
 from odsgd_jax.study._targets import PILOT_SEEDS, arrivals
 
 # The claims' two workloads (data, model): each one's config on the homogeneous cluster and
@@ -112,6 +115,23 @@ def tuning_configurations(config_file: str, strategy: str, variant: str = ""
       label = f"{strategy} lr={factor * rate:g} {field.rpartition('.')[2]}={value}"
       labels[label] = (path, (("optimizer.learning_rate", factor * rate), (field, value)))
   return labels
+
+
+def tuning_specs(config_file: str, strategies: Sequence[str], seeds: Sequence[int],
+                 common: Sequence[tuple[str, Any]] = (), variant: str = "",
+                 budgets: records_lib.Derived | None = None) -> list[RunSpec]:
+  """The six configurations of each of `strategies` on each seed, each trained for at least
+  the simulated time that ssgd's default spends on its steps with the same seed: the
+  claims' budget (scripts/claims.py), so a setting is chosen for the run it will be used
+  in. That ssgd run is not among them: only its time is read. `budgets`: as
+  `equal_time_specs`."""
+  labels = {label: spec for name in strategies
+            for label, spec in tuning_configurations(config_file, name, variant).items()}
+  config = f"{config_file}:{variant}" if variant else config_file
+  baseline = strategy_specs(config, ["ssgd"], seeds, common)
+  return [spec for spec in equal_time_specs(baseline + grid(labels, seeds, common), "ssgd",
+                                            budgets)
+          if spec.label != "ssgd"]
 
 
 def _mean_validation(group: Group) -> float:
