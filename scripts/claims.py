@@ -102,11 +102,10 @@ TRAINED_CLAIMS = [
 # recipe's 200, 201.
 REPLICATION_SEEDS = "40-51"
 DATA_TITLES = {"mnist1d": "MNIST-1D, CNN1D", "fashion_mnist": "Fashion-MNIST, LeNet-5"}
-SENSITIVITY_MARGIN = verdicts.SENSITIVITY_MARGIN
 
 
 def decide(home: dict[str, study.Group], hetero: dict[str, study.Group], goals, title: str,
-           commands: tuple[str, str], robust_too: bool = True) -> Column:
+           commands: tuple[str, str]) -> Column:
   """The trained claims' verdicts on one workload and setting: the 4 accuracy rows one
   Holm family, the 4 speed rows another."""
   home_goals, hetero_goals = goals
@@ -122,7 +121,7 @@ def decide(home: dict[str, study.Group], hetero: dict[str, study.Group], goals, 
   replicates = [verdicts.replication(t, len(accuracy_tests)).format(v.outcome)
                 for t, v in zip(accuracy_tests, accuracy_verdicts, strict=True)]
   sensitivity = [v.cell() for v in verdicts.accuracy_verdicts(
-      accuracy_tests_at(SENSITIVITY_MARGIN))]
+      accuracy_tests_at(verdicts.SENSITIVITY_MARGIN))]
   speed_pairs = [("odsgd", 0, "ssgd"), ("odsgd", 0, "asgd"), ("oscars", 1, "ssgd"),
                  ("oscars", 1, "local_sgd")]  # (strategy, study: home or hetero, baseline)
 
@@ -131,8 +130,8 @@ def decide(home: dict[str, study.Group], hetero: dict[str, study.Group], goals, 
 
   speed_rows = speed_rows_of((home, hetero))
   speed_verdicts = verdicts.speed_verdicts(speed_rows, study.PRIMARY)
-  robust = (study.robustness((home, hetero), lambda studies: verdicts.speed_verdicts(
-      speed_rows_of(studies), study.PRIMARY)) if robust_too else ["not checked"] * 4)
+  robust = study.robustness((home, hetero), lambda studies: verdicts.speed_verdicts(
+      speed_rows_of(studies), study.PRIMARY))
   speed_full = [f"{v.format()}; robust to the clock: {r}"
                 for v, r in zip(speed_verdicts, robust, strict=True)]
   speed_short = [f"{v.cell()}; robust to the clock: {r.split(':')[0]}"
@@ -354,8 +353,8 @@ def main() -> None:
       f"{replicated_text}; rules and their history in "
       f"[docs/results.md](docs/results.md#how-a-claim-is-decided).\n"
       f"\"Similar\": non-inferior at a {100 * verdicts.MARGIN:g}-point margin, paired by seed "
-      f"({100 * SENSITIVITY_MARGIN:g}-point sensitivity in docs). \"Faster\": simulated time "
-      f"to {study.PRIMARY} of ssgd's pilot accuracy, by more than "
+      f"({100 * verdicts.SENSITIVITY_MARGIN:g}-point sensitivity in docs). \"Faster\": "
+      f"simulated time to {study.PRIMARY} of ssgd's pilot accuracy, by more than "
       f"{100 * (verdicts.MIN_SPEEDUP - 1):g}%,\n"
       f"every strategy given at least ssgd's simulated time (each arm's in the detail), each "
       f"time to it known to within {100 * resolution:.1f}%; no power analysis for speed (the "
@@ -397,7 +396,7 @@ def main() -> None:
   detail = setup + "\n\n" + "\n\n".join(
       f"**{column.title}** ({column.note}):\n\n" + study.markdown(
           ["paper", "claim", "measured here", "verdict",
-           f"at a {100 * SENSITIVITY_MARGIN:g}-point margin",
+           f"at a {100 * verdicts.SENSITIVITY_MARGIN:g}-point margin",
            f"same verdict on {len(seeds)} fresh seeds", "command"],
           [[paper, claim, *row] for (paper, claim), row in zip(TRAINED_CLAIMS, column.details,
                                                                strict=True)])
