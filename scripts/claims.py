@@ -87,6 +87,8 @@ class Column:
   resolution: float = float("nan")
   resolutions: list[str] = dataclasses.field(default_factory=list)
   spread: float = 0.0  # the largest `time_spread` of its groups
+  accuracy_tests: list[verdicts.AccuracyTest] = dataclasses.field(default_factory=list)
+  agreement: list[str] = dataclasses.field(default_factory=list)  # a replication's, per row
 
 
 TRAINED_CLAIMS = [
@@ -176,7 +178,22 @@ def decide(home: dict[str, study.Group], hetero: dict[str, study.Group], goals, 
           f"times vary over the seeds by (SD / mean) {timing_noise(home)} (homogeneous), "
           f"{timing_noise(hetero)} (heterogeneous)")
   spread = max(time_spread(g) for groups in (home, hetero) for g in groups.values())
-  return Column(title, cells, details, note, resolution, resolutions, spread)
+  return Column(title, cells, details, note, resolution, resolutions, spread, accuracy_tests)
+
+
+ACCURACY_ROWS = ("OD-SGD vs SSGD", "pseudo-sync vs SSGD", "Oscars vs SSGD",
+                 "Oscars vs local SGD")  # decide()'s accuracy tests, in order
+
+
+def agreement(primary: Column, again: Column, seeds: str, replication_seeds: str) -> list[str]:
+  """Per accuracy claim: the two seed sets' mean paired differences and whether they differ
+  (`verdicts.seed_sets_differ`)."""
+  return [f"{row}: {a.difference.format(1, 100, sign=True)} points on seeds {seeds}, "
+          f"{b.difference.format(1, 100, sign=True)} on seeds {replication_seeds}; the sets "
+          f"differ by {100 * (b.difference.mean - a.difference.mean):+.1f} points, Welch "
+          f"two-sided {verdicts.format_p(verdicts.seed_sets_differ(a, b))}"
+          for row, a, b in zip(ACCURACY_ROWS, primary.accuracy_tests, again.accuracy_tests,
+                               strict=True)]
 
 
 def machine_hours(groups: list[dict[str, study.Group]]) -> float:
@@ -286,11 +303,14 @@ def main() -> None:
                           f"{DATA_TITLES[data]}: defaults", commands))
     if data in replicated:
       again = f"--seeds {args.replication_seeds}"
+      primary = columns[-1]
       columns.append(decide(run(data, "homogeneous_replication", goals[0]),
                             run(data, "heterogeneous_replication", goals[1]), goals,
                             f"{DATA_TITLES[data]}: defaults, replication seeds "
                             f"{args.replication_seeds}",
                             tuple(c.replace(f"--seeds {args.seeds}", again) for c in commands)))
+      columns[-1].agreement = agreement(primary, columns[-1], args.seeds,
+                                        args.replication_seeds)
     if data in tuned:
       settings = "; ".join(  # ssgd is tuned on each cluster: say which
           f"{kind} cluster: " + "; ".join(
@@ -402,6 +422,10 @@ def main() -> None:
                                                                strict=True)])
       + "\n\nResolution of the times at every target (worst seed; a ratio's: the width of "
         "what it can be):\n\n" + "\n".join(f"- {line}" for line in column.resolutions)
+      + ("\n\nDo the seed sets agree? Each accuracy claim's mean paired difference on both "
+         "(a small p: the seed set itself moves the result, more than either set's interval "
+         "shows):\n\n" + "\n".join(f"- {line}" for line in column.agreement)
+         if column.agreement else "")
       for column in columns if column.details)
   print(text + "\n\n" + detail)
   with open(os.path.join(args.output, "claims.md"), "w", encoding="utf-8") as f:

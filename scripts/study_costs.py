@@ -18,7 +18,7 @@ clock) at the measured training cost per step; the measured run's evaluations, s
 the growing grid's evaluations (without its dense stretches) up to the same share of the
 run's steps as the measured run stopped evaluating at, at the measured cost per
 evaluation; and the measured start-up; at the concurrency (runs' wall time per minute of
-the study's) the MNIST-1D studies achieved.
+the study's, the time at least one of its runs was in flight) the MNIST-1D studies achieved.
 """
 
 import datetime
@@ -54,12 +54,17 @@ def _split(record: dict) -> dict[str, float]:
 
 
 def _wall_minutes(records: list[dict]) -> float:
-  """The study's wall-clock time read off its records: from the first run's start (its
-  record's time less its own wall time) to the last record written; the pauses between
-  slices are counted too."""
-  written = [datetime.datetime.fromisoformat(r["written"]).timestamp() for r in records]
-  first = min(range(len(records)), key=lambda i: written[i])
-  return (max(written) - written[first] + _split(records[first])["total"]) / 60
+  """The study's wall-clock time read off its records: the time at least one of its runs
+  was in flight (each run from its record's time less its own wall time to that time, the
+  spans merged), so the pauses between a study's slices, sessions apart, are not counted."""
+  spans = sorted((written - _split(r)["total"], written) for r in records
+                 for written in [datetime.datetime.fromisoformat(r["written"]).timestamp()])
+  busy, (start, end) = 0.0, spans[0]
+  for begin, finish in spans[1:]:
+    if begin > end:  # a gap: nothing of this study ran
+      busy, start = busy + end - start, begin
+    end = max(end, finish)
+  return (busy + end - start) / 60
 
 
 def _size(folders: str) -> float:
@@ -76,8 +81,9 @@ def _row(title: str, records: list[dict], folder: str) -> list[str]:
           f"{100 * part('evaluation') / total:.0f}%", f"{_size(folder):.1f}"]
 
 
-def _fashion_estimate(grid: dict, concurrency: float) -> tuple[float, int]:
-  """(machine seconds, runs) of the Fashion-MNIST claims, run by run (module docstring)."""
+def _fashion_estimate(grid: dict, concurrency: float) -> tuple[float, float]:
+  """Wall-clock seconds of the Fashion-MNIST claims' 6 pilots and of one set of compared
+  runs (12 seeds, every claims strategy at equal time), run by run (module docstring)."""
   split = _split(grid)
   per_step = split["training"] / split["steps"]
   per_evaluation = split["evaluation"] / max(split["evaluations"], 1)
@@ -90,20 +96,18 @@ def _fashion_estimate(grid: dict, concurrency: float) -> tuple[float, int]:
   seeds, pilots = range(12), study.PILOT_SEEDS
   cluster = tuning.cluster_overrides("10gbe", "resnet50_v100")
   common = study.evaluation_overrides(config["eval_every"], config["eval_growth"]) + cluster
-  seconds, runs = 0.0, 0
+  pilot_seconds, set_seconds = 0.0, 0.0
   for kind, strategies in tuning.CLAIMS_STRATEGIES.items():
     file = tuning.CLAIMS_CONFIGS["fashion_mnist"][kind]
     for spec in study.strategy_specs(file, ["ssgd"], pilots, common):
       steps = spec.build().train.num_steps
-      seconds += split["startup"] + steps * per_step + per_evaluation
-      runs += 1
+      pilot_seconds += split["startup"] + steps * per_step + per_evaluation
     compared = study.equal_time_specs(study.strategy_specs(file, list(strategies), seeds, common))
-    for spec in compared:  # defaults, and the tuned runs as many again at the same steps
+    for spec in compared:
       steps = spec.build().train.num_steps
       evaluations = scale * (plain(steps) + 1)
-      seconds += 2 * (split["startup"] + steps * per_step + evaluations * per_evaluation)
-      runs += 2
-  return seconds / concurrency, runs
+      set_seconds += split["startup"] + steps * per_step + evaluations * per_evaluation
+  return pilot_seconds / concurrency, set_seconds / concurrency
 
 
 def main() -> None:
@@ -141,7 +145,9 @@ def main() -> None:
   rows.append(_row("Fashion-MNIST ssgd, growing grid until the last target", [grid],
                    args.fashion_grid) + ["-"])
   factor = float(np.mean(concurrency)) if concurrency else 1.0
-  seconds, runs = _fashion_estimate(grid, factor)
+  pilots, one_set = _fashion_estimate(grid, factor)
+  runs = len(study.PILOT_SEEDS) * len(tuning.CLAIMS_STRATEGIES) + 2 * 12 * sum(
+      map(len, tuning.CLAIMS_STRATEGIES.values()))
   text = (
       f"Produced by `{study.command_line('scripts/study_costs.py')}` ({study.environment()}; "
       f"minutes of wall time summed over the runs, each in its study's process, start-up "
@@ -151,7 +157,11 @@ def main() -> None:
       + f"\n\nThe Fashion-MNIST claims (defaults and tuned, 12 seeds, 6 pilots: {runs} runs), "
       f"estimated run by run from the growing-grid run's measured costs at "
       f"{factor:.2f} runs' worth of progress per wall-clock minute (the MNIST-1D studies' "
-      f"measured concurrency): **{seconds / 3600:.1f} hours** of wall-clock time.{tuned}")
+      f"measured concurrency): **{(pilots + 2 * one_set) / 3600:.1f} hours** of wall-clock "
+      f"time, {one_set / 3600:.1f} of them for each set of compared runs. Its tuning (42 "
+      f"configurations on 2 seeds at the claims' budget, about one such set) and the "
+      f"replication seeds' defaults (one set) would add about {one_set / 3600:.1f} hours "
+      f"each.{tuned}")
   print(text)
   if args.readme:
     study.replace_section("study_costs", text)

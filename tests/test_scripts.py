@@ -106,6 +106,9 @@ def test_claims_report_has_a_verdict_for_every_claim_defaults_and_tuned(data_dir
   assert "ratios odsgd/ssgd " in detail and "ratios oscars/ssgd " in detail
   # the chance that each accuracy verdict replicates, and the timing noise's size
   assert "| same verdict on 2 fresh seeds | command |" in detail
+  # whether the replication seeds behave like the primary ones, once per accuracy claim
+  agree = detail.partition("Do the seed sets agree?")[2]
+  assert agree.count("on seeds 0,1, ") == 4 and agree.count("Welch two-sided p") == 4
   assert "the runs' simulated times vary by at most " in result.stdout
   assert "targets (homogeneous: " in detail and "Holm" in table
   # the caption above the table: at most five lines, the detail in docs

@@ -400,3 +400,18 @@ def test_replication_chance_matches_simulated_fresh_seed_sets():
                                                    true_difference=test.difference.mean)
   assert verdicts.replication(accuracy_test(*_accuracies(-0.015, 0.003), chance=0.1),
                               rows=4).seeds_for_holds is None  # beyond the margin: never
+
+
+def test_two_seed_sets_differ_by_a_welch_test_of_their_paired_differences():
+  """The replication's check that its seed set behaves like the primary one: Welch's t on
+  the two sets' paired differences, against the formula written out in NumPy."""
+  primary = accuracy_test(*_accuracies(0.0, 0.006, seed=1), chance=0.1)
+  shifted = accuracy_test(*_accuracies(-0.009, 0.008, seed=2), chance=0.1)
+  (m1, s1, n1), (m2, s2, n2) = [(t.difference.mean, t.sd, t.seeds) for t in (primary, shifted)]
+  v1, v2 = s1**2 / n1, s2**2 / n2
+  t = (m1 - m2) / math.sqrt(v1 + v2)
+  df = (v1 + v2) ** 2 / (v1**2 / (n1 - 1) + v2**2 / (n2 - 1))
+  expected = 2 * stats.t.sf(abs(t), df)
+  assert verdicts.seed_sets_differ(primary, shifted) == pytest.approx(expected, rel=1e-9)
+  assert verdicts.seed_sets_differ(primary, shifted) < 0.05  # 0.9 points apart: they differ
+  assert verdicts.seed_sets_differ(primary, primary) == pytest.approx(1.0)

@@ -89,7 +89,9 @@ class Verdict:
 
   def brief(self) -> str:
     """The outcome and its p-value, for a table cell."""
-    return self.outcome if math.isnan(self.p_value) else f"{self.outcome} (Holm {_p(self.p_value)})"
+    if math.isnan(self.p_value):
+      return self.outcome
+    return f"{self.outcome} (Holm {format_p(self.p_value)})"
 
   def cell(self) -> str:
     """A table cell: the outcome in bold and what decided it."""
@@ -216,6 +218,17 @@ def replication(test: AccuracyTest, rows: int, alpha: float = ALPHA) -> Replicat
   return Replication(holds, does_not_hold, need)
 
 
+def seed_sets_differ(primary: AccuracyTest, again: AccuracyTest) -> float:
+  """Two-sided p of a Welch t-test that two seed sets' mean paired differences are the same
+  (a replication's check that its seeds draw from the primary set's distribution: a small p
+  says the seed set itself moves the result, which no interval on one set shows)."""
+  if min(primary.seeds, again.seeds) < 2:
+    return math.nan
+  return float(stats.ttest_ind_from_stats(
+      primary.difference.mean, primary.sd, primary.seeds, again.difference.mean, again.sd,
+      again.seeds, equal_var=False).pvalue)
+
+
 def accuracy_verdicts(tests: Sequence[AccuracyTest], alpha: float = ALPHA) -> list[Verdict]:
   """The verdicts of a table's accuracy rows, Holm-adjusted across them."""
   noninferior = holm([t.p_noninferior for t in tests])
@@ -226,21 +239,22 @@ def accuracy_verdicts(tests: Sequence[AccuracyTest], alpha: float = ALPHA) -> li
               f"{100 * test.lower_bound:+.1f}), margin -{100 * test.margin:g}")
     figure = f"{test.difference.format(1, 100, sign=True)} points"
     if p_ok < alpha and test.diverged:  # no accuracy there: it cannot be called similar
-      verdicts.append(Verdict(INCONCLUSIVE, f"non-inferior, {points}, Holm {_p(p_ok)}, but "
+      verdicts.append(Verdict(INCONCLUSIVE, f"non-inferior, {points}, Holm {format_p(p_ok)}, but "
                                             f"{test.diverged} seed(s) diverged", p_ok,
                               f"{test.diverged} seed(s) diverged ({figure})"))
     elif p_ok < alpha:
-      verdicts.append(Verdict(HOLDS, f"non-inferior, {points}, Holm {_p(p_ok)}", p_ok,
-                              f"{figure}, non-inferior (Holm {_p(p_ok)})"))
+      verdicts.append(Verdict(HOLDS, f"non-inferior, {points}, Holm {format_p(p_ok)}", p_ok,
+                              f"{figure}, non-inferior (Holm {format_p(p_ok)})"))
     elif p_bad < alpha:
       verdicts.append(Verdict(DOES_NOT_HOLD, f"lower by more than the margin, {points}, "
-                                             f"Holm {_p(p_bad)}", p_bad,
-                              f"{figure}, lower by > {100 * test.margin:g} (Holm {_p(p_bad)})"))
+                                             f"Holm {format_p(p_bad)}", p_bad,
+                              f"{figure}, lower by > {100 * test.margin:g} "
+                              f"(Holm {format_p(p_bad)})"))
     else:
       verdicts.append(Verdict(INCONCLUSIVE, f"{points}; neither non-inferior nor inferior at "
-                                            f"Holm p < {alpha:g} (non-inferior: {_p(p_ok)})",
+                                            f"Holm p < {alpha:g} (non-inferior: {format_p(p_ok)})",
                               p_ok, f"{figure}, neither shown non-inferior nor inferior (Holm "
-                                    f"{_p(p_ok)} for non-inferior)"))
+                                    f"{format_p(p_ok)} for non-inferior)"))
   return verdicts
 
 
@@ -427,7 +441,7 @@ def speed_verdicts(rows: Sequence[Mapping[str, SpeedTest]], primary: str,
     mine = [(name, p) for (j, name, _), p in zip(against, adjusted_against, strict=True)
             if j == i and p < alpha]
     relevant = f"{100 * (main.min_speedup - 1):g}%"
-    detail = (f"{main.format()} to the {primary} target, Holm {_p(p_faster)} for faster by > "
+    detail = (f"{main.format()} to the {primary} target, Holm {format_p(p_faster)} for faster by > "
               f"{relevant}")
     figure = f"{main.format()} to {primary}"
     if main.seeds == main.both_censored:  # no arrival to compare: no verdict either way
@@ -439,12 +453,12 @@ def speed_verdicts(rows: Sequence[Mapping[str, SpeedTest]], primary: str,
       # the row's order), and the cell lists every test that fired
       name, p = min(mine, key=lambda pair: (pair[1], pair[0] != primary))
       fired = {n: (f"not faster by > {relevant} to the {n} target" if n == primary
-                   else f"slower by > {relevant} to the {n} target") + f" (Holm {_p(q)})"
+                   else f"slower by > {relevant} to the {n} target") + f" (Holm {format_p(q)})"
                for n, q in mine}
       reasons = list(fired.values())
-      decided = (f"{figure}, not faster by > {relevant} (Holm {_p(p)})" if name == primary
+      decided = (f"{figure}, not faster by > {relevant} (Holm {format_p(p)})" if name == primary
                  else f"slower by > {relevant} to the {name} target, {row[name].format()} "
-                      f"(Holm {_p(p)})")
+                      f"(Holm {format_p(p)})")
       if len(mine) > 1:
         decided += f"; also {_listed([text for n, text in fired.items() if n != name])}"
       verdicts.append(Verdict(DOES_NOT_HOLD, f"{detail}; {_listed(reasons)}", p, decided))
@@ -453,18 +467,18 @@ def speed_verdicts(rows: Sequence[Mapping[str, SpeedTest]], primary: str,
     hinted = [name for name, test in row.items() if test.p_slower_worst < alpha]
     if p_faster < alpha and not never and not hinted:
       verdicts.append(Verdict(HOLDS, detail, p_faster,
-                              f"{figure}, faster by > {relevant} (Holm {_p(p_faster)})"))
+                              f"{figure}, faster by > {relevant} (Holm {format_p(p_faster)})"))
     elif p_faster < alpha and never:
       counts = ", ".join(f"{row[n].strategy_censored} at {n}" for n in never)
       first = never[-1]
       decided = (f"{row[first].strategy_censored} of {row[first].seeds} seeds never reach the "
-                 f"{first} target the baseline reached ({figure}, Holm {_p(p_faster)})")
+                 f"{first} target the baseline reached ({figure}, Holm {format_p(p_faster)})")
       verdicts.append(Verdict(INCONCLUSIVE, f"{detail}, but seeds never reached a target "
                                             f"the baseline reached ({counts})", p_faster,
                               decided))
     elif p_faster < alpha:
       decided = (f"slower by > {relevant} to the {_listed(hinted)} target before adjustment "
-                 f"({figure}, Holm {_p(p_faster)})")
+                 f"({figure}, Holm {format_p(p_faster)})")
       verdicts.append(Verdict(INCONCLUSIVE, f"{detail}, but slower by > {relevant} to the "
                                             f"{_listed(hinted)} "
                                             f"target{'s' if len(hinted) > 1 else ''} before "
@@ -472,7 +486,7 @@ def speed_verdicts(rows: Sequence[Mapping[str, SpeedTest]], primary: str,
     else:
       verdicts.append(Verdict(INCONCLUSIVE, detail, p_faster,
                               f"{figure}, neither shown faster by > {relevant} nor refuted "
-                              f"(Holm {_p(p_faster)} for faster)"))
+                              f"(Holm {format_p(p_faster)} for faster)"))
   return verdicts
 
 
@@ -523,7 +537,7 @@ def seeds_for_power(sd: float, margin: float = MARGIN, rows: int = 1, alpha: flo
   raise ValueError(f"no seed count up to 10,000 reaches power {power} (sd {sd}, margin {margin})")
 
 
-def _p(p_value: float) -> str:
+def format_p(p_value: float) -> str:
   if math.isnan(p_value):
     return "p undefined"
   return "p < 0.001" if p_value < 0.001 else f"p = {p_value:.3f}"
