@@ -2,8 +2,8 @@
 regenerated from committed records (docs/results.md, "Run records")."""
 
 import dataclasses
-import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -119,24 +119,42 @@ def test_a_record_of_other_code_is_refused_retrained_or_accepted(small_config, t
                     keeping=study.Keeping(from_records=True))
 
 
-def test_a_record_made_on_another_device_count_is_refused_even_when_accepted(small_config,
-                                                                           tmp_path):
-  """The device count moves a study's numbers: records made on another count are never
-  mixed with this process's runs, whatever --stale says, and the message says how to match."""
-  spec, folder = _tiny_spec(small_config), str(tmp_path / "records")
-  study.run_study([spec], str(tmp_path / "a"), records=folder)
-  path = records.record_path(folder, spec.name)
+def _made_on(path, count):
+  """The record at `path` rewritten as made on `count` devices."""
   made = records.read_record(path)
-  assert records.devices_of(made["environment"]) == jax.device_count()
-  other = jax.device_count() + 1
+  here = records.devices_of(made["environment"])
   records.write_record(path, {**made, "environment": made["environment"].replace(
-      f"{jax.device_count()} x ", f"{other} x ")})
-  for stale in records.STALE_POLICIES:
+      f"{here} x ", f"{count} x ")})
+
+
+def test_runs_made_on_different_device_counts_are_never_mixed(small_config, tmp_path):
+  """The device count moves a study's numbers: a study never mixes runs made on different
+  counts, whatever --stale says, and the message says how to match; records that all name
+  one count, though another than this process's, still rebuild the tables with nothing
+  trained (a rebuild on a one-GPU box)."""
+  specs = [_tiny_spec(small_config, seed) for seed in (0, 1)]
+  folder = str(tmp_path / "records")
+  study.run_study(specs, str(tmp_path / "a"), records=folder)
+  paths = [records.record_path(folder, spec.name) for spec in specs]
+  assert records.devices_of(records.read_record(paths[0])["environment"]) == jax.device_count()
+  other = jax.device_count() + 1
+  _made_on(paths[0], other)
+  for stale in records.STALE_POLICIES:  # one record of another count among this count's
     with pytest.raises(study.StudyInputError,
-                       match=f"made on {other} devices.*this process has {jax.device_count()}"
-                             f".*xla_force_host_platform_device_count"):
-      study.run_study([spec], str(tmp_path / stale), records=folder, resume=True,
-                      keeping=study.Keeping(stale=stale))
+                       match=f"made on {other} devices.*others there were made on "
+                             f"{jax.device_count()}.*xla_force_host_platform_device_count"):
+      study.run_study(specs, str(tmp_path / stale), records=folder,
+                      keeping=study.Keeping(from_records=True, stale=stale))
+  _made_on(paths[1], other)  # all of another count: read, nothing trained
+  rebuilt = study.run_study(specs, str(tmp_path / "rebuilt"), records=folder,
+                            keeping=study.Keeping(from_records=True))
+  assert all(result.summary for result in rebuilt)
+  os.remove(paths[1])  # one to train here, beside a record of another count: refused
+  with pytest.raises(study.StudyInputError,
+                     match=f"made on {other} devices.*this process, which trains the rest, "
+                           f"has {jax.device_count()}"):
+    study.run_study(specs, str(tmp_path / "mixed"), records=folder, resume=True)
+  assert not os.path.exists(paths[1])  # refused before anything ran
 
 
 def _compare(cwd, data_dir, records_folder, *extra):
@@ -197,41 +215,35 @@ def test_a_study_killed_between_runs_resumes_from_a_fresh_clone_of_its_records(
           == (whole / "runs" / "compare.md").read_text())
 
 
-def test_the_results_table_regenerates_from_its_committed_records(tmp_path):
-  """docs/results.md's MNIST-1D Results table is what its committed records give, with no
-  training (--from_records), in under a minute. The records are read from a copy, accepted
-  as this code's where another JAX made them: what is checked here is the table."""
-  with open(os.path.join(REPO, "docs", "results.md"), encoding="utf-8") as f:
-    page = f.read()
-  section = page.split("<!-- compare_default:start -->")[1]
-  command = section.split("produced by `python scripts/compare.py ")[1].split("`")[0]
-  copy = tmp_path / "records"
-  shutil.copytree(os.path.join(REPO, "records", "compare_default"), copy)
-  started = time.perf_counter()
-  result = subprocess.run(
-      [sys.executable, "scripts/compare.py", *command.split(), "--from_records", "--check",
-       "--stale", "accept", "--records", str(copy), "--output", str(tmp_path / "out")],
-      cwd=REPO, capture_output=True, text=True, timeout=300)
-  assert result.returncode == 0, result.stderr[-2000:]
-  assert time.perf_counter() - started < 60
-  assert not list((tmp_path / "out").glob("runs/*"))  # nothing trained
-  assert json.loads((tmp_path / "out" / "study.json").read_text())["runs"]
+# Every generated table that training made: (page, section, the records it is made from)
+STUDY_TABLES = [
+    ("README.md", "claims", "claims"),
+    (os.path.join("docs", "results.md"), "tuning_mnist1d", "claims"),
+    (os.path.join("docs", "results.md"), "compare_default", "compare_default"),
+    (os.path.join("docs", "cluster.md"), "compare_heterogeneous", "compare_heterogeneous"),
+    (os.path.join("docs", "compression.md"), "compression", "compression"),
+    (os.path.join("docs", "strategies.md"), "options_odsgd", "options_odsgd"),
+    (os.path.join("docs", "delays.md"), "corrections_odsgd", "corrections_odsgd"),
+    (os.path.join("docs", "delays.md"), "corrections_pseudo_sync", "corrections_pseudo_sync"),
+    (os.path.join("docs", "delays.md"), "corrections_asgd", "corrections_asgd"),
+    (os.path.join("docs", "delays.md"), "options_asgd", "options_asgd"),
+]
 
 
-@pytest.mark.parametrize("page,section,script", [
-    ("README.md", "claims", "scripts/claims.py"),
-    (os.path.join("docs", "results.md"), "tuning_mnist1d", "scripts/tune.py"),
-])
-def test_the_claims_and_their_tuning_regenerate_from_their_committed_records(
-    tmp_path, page, section, script):
-  """The claims table (and its detail in docs/results.md) and the MNIST-1D tuning table are
-  what the records committed in records/claims give, by the command each names, with no
-  training, in under a minute; read from a copy, as above."""
+@pytest.mark.parametrize("page,section,records_folder", STUDY_TABLES,
+                         ids=[section for _, section, _ in STUDY_TABLES])
+def test_every_study_table_regenerates_from_its_committed_records(tmp_path, page, section,
+                                                                  records_folder):
+  """Each table is what the records committed in records/<folder> give, by the command it
+  names, with no training (--from_records), in under a minute. The records are read from a
+  copy, accepted as this code's where another JAX made them: what is checked here is the
+  table."""
   with open(os.path.join(REPO, page), encoding="utf-8") as f:
-    text = f.read().split(f"<!-- {section}:start -->")[1]
-  command = text.split(f"Produced by `python {script} ")[1].split("`")[0]
+    text = f.read().split(f"<!-- {section}:start -->")[1].split(f"<!-- {section}:end -->")[0]
+  script, command = re.search(r"[Pp]roduced by `python (scripts/\w+\.py) ([^`]*)`",
+                              text).groups()
   copy = tmp_path / "records"
-  shutil.copytree(os.path.join(REPO, "records", "claims"), copy)
+  shutil.copytree(os.path.join(REPO, "records", records_folder), copy)
   started = time.perf_counter()
   result = subprocess.run(
       [sys.executable, script, *shlex.split(command), "--from_records", "--check",

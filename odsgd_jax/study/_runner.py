@@ -272,20 +272,6 @@ def _reused(specs: Sequence[RunSpec], workdirs: Sequence[str], records: str,
         records_lib.write_record(records_lib.record_path(records, spec.name), record)
       results[i] = _from_record(spec, record, workdirs[i])
       break
-  # A run's numbers depend on the device count (the pilots' targets moved by 0.2 points
-  # without 8 simulated devices): a study never mixes runs made on different counts.
-  here = jax.device_count()
-  elsewhere = [(i, result) for i, result in enumerate(results) if result is not None
-               and records_lib.devices_of(result.environment) not in (None, here)]
-  if elsewhere:
-    i, result = elsewhere[0]
-    raise StudyInputError(
-        f"{len(elsewhere)} records in {records} (first: {specs[i].name}.json) were made on "
-        f"{records_lib.devices_of(result.environment)} devices ({result.environment}), this "
-        f"process has {here}: a study does not mix device counts. Run it with the same count "
-        f"(XLA_FLAGS=--xla_force_host_platform_device_count=N on a CPU host; the study "
-        f"scripts set {xla_flags.STUDY_HOST_DEVICES} unless XLA_FLAGS names a count), or "
-        f"train them again in another --records folder")
   if stale and stale_policy == "refuse":
     first = stale[0][1]
     raise StudyInputError(
@@ -302,6 +288,38 @@ def _reused(specs: Sequence[RunSpec], workdirs: Sequence[str], records: str,
         records_lib.write_record(records_lib.record_path(records, specs[i].name), record)
         results[i] = _from_record(specs[i], record, workdirs[i])
   return results
+
+
+def _check_one_device_count(specs: Sequence[RunSpec], results: Sequence[RunResult | None],
+                            records: str | None, training: bool) -> None:
+  """A run's numbers depend on the device count (the pilots' targets moved by 0.2 points
+  without 8 simulated devices): a study never mixes runs made on different counts, neither
+  among its records nor with runs this process would train. Records that all name one
+  count are read on any machine (a rebuild with --from_records trains nothing).
+
+  Raises:
+    StudyInputError: the reused records name another count than the others, or than this
+      process's where it trains.
+  """
+  here = jax.device_count()
+  counts = [(i, records_lib.devices_of(result.environment)) for i, result in enumerate(results)
+            if result is not None]
+  counts = [(i, count) for i, count in counts if count is not None]
+  reference = (here if training or any(count == here for _, count in counts)
+               else counts[0][1] if counts else None)
+  elsewhere = [(i, count) for i, count in counts if count != reference]
+  if not elsewhere:
+    return
+  i, count = elsewhere[0]
+  against = (f"this process, which trains the rest, has {here}" if training
+             else f"others there were made on {reference}")
+  raise StudyInputError(
+      f"{len(elsewhere)} records in {records} (first: {specs[i].name}.json) were made on "
+      f"{count} devices ({results[i].environment}); {against}: a study does not mix device "
+      f"counts. Run it with the records' count (XLA_FLAGS="
+      f"--xla_force_host_platform_device_count=N on a CPU host; the study scripts set "
+      f"{xla_flags.STUDY_HOST_DEVICES} unless XLA_FLAGS names a count), or train them again "
+      f"in another --records folder")
 
 
 def run_study(specs: Sequence[RunSpec], output: str, *, processes: int = 1,
@@ -351,6 +369,7 @@ def run_study(specs: Sequence[RunSpec], output: str, *, processes: int = 1,
   if records and (resume or keeping.from_records):
     results = _reused(specs, workdirs, records, reuse_records, keeping.stale)
   todo = [i for i, result in enumerate(results) if result is None]
+  _check_one_device_count(specs, results, records, training=bool(todo))
   if keeping.from_records and todo:
     raise StudyInputError(
         f"{len(todo)} of the {len(specs)} runs have no record of their config made by this "
