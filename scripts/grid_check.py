@@ -99,6 +99,8 @@ def main() -> None:
                       help="the same study on the growing grid: its records, or its --output")
   parser.add_argument("--readme", action="store_true",
                       help="also write the generated section grid_check of docs/results.md")
+  parser.add_argument("--check", action="store_true",
+                      help="with --readme: write nothing, exit 1 if the section differs")
   args = parser.parse_args()
   pairs, counts = [], {"dense": [], "grid": [], "plain": [], "capped": []}
   variants = {"plain": [], "capped": []}
@@ -158,7 +160,7 @@ def main() -> None:
       f"({_largest(variants['capped'])}, {np.mean(counts['capped']):.0f} evaluations).")
   print(text)
   if args.readme:
-    study.replace_section("grid_check", text)
+    study.replace_section("grid_check", text, check=args.check)
 
 
 if __name__ == "__main__":

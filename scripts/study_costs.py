@@ -121,6 +121,8 @@ def main() -> None:
                       "default: copied, not trained)")
   parser.add_argument("--readme", action="store_true",
                       help="also write the generated section study_costs of docs/results.md")
+  parser.add_argument("--check", action="store_true",
+                      help="with --readme: write nothing, exit 1 if the section differs")
   args = parser.parse_args()
   rows, concurrency, tuned = [], [], ""
   copied_title, _, copied_label = args.copied.partition("=")
@@ -164,7 +166,7 @@ def main() -> None:
       f"each.{tuned}")
   print(text)
   if args.readme:
-    study.replace_section("study_costs", text)
+    study.replace_section("study_costs", text, check=args.check)
 
 
 if __name__ == "__main__":

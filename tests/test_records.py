@@ -252,3 +252,16 @@ def test_every_study_table_regenerates_from_its_committed_records(tmp_path, page
   assert result.returncode == 0, result.stderr[-2000:]
   assert time.perf_counter() - started < 60
   assert not list((tmp_path / "out").rglob("runs/*"))  # nothing trained
+
+
+@pytest.mark.parametrize("section", ["grid_check", "study_costs"])
+def test_the_tables_read_off_records_regenerate_by_their_command(section):
+  """The grid check and the study costs are read off committed records (no study runs):
+  the command each names gives the section as it stands (--check writes nothing)."""
+  with open(os.path.join(REPO, "docs", "results.md"), encoding="utf-8") as f:
+    text = f.read().split(f"<!-- {section}:start -->")[1]
+  script, command = re.search(r"Produced by `python (scripts/\w+\.py) ([^`]*)`", text).groups()
+  result = subprocess.run([sys.executable, script, *shlex.split(command), "--check"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+
