@@ -51,6 +51,9 @@ def table() -> str:
   for label, strategy, options, analytic in ROWS:
     cells = [label]
     for mu in MOMENTA:
+      if mu == 0 and "spike" in options.get("correction", ""):
+        cells.append("-")  # refused by the config check: spike corrects momentum, none here
+        continue
       # the corrections are told the inner optimizer's momentum
       measured = study.largest_stable_step(strategy, {**options, **_momentum(strategy, mu)}, mu)
       cells.append(f"{measured:.3f}" + (f" ({analytic(mu):.3f})" if analytic else ""))
@@ -58,6 +61,8 @@ def table() -> str:
   return (f"Largest stable eta * h on f(x) = h x^2 / 2 with 2 identical workers and a "
           f"heavy-ball inner optimizer of momentum mu, found by bisection on the step size "
           f"running the strategies' own transformations; analytic values in parentheses; "
+          f"\"-\": a setting the strategy refuses (spike compensation without momentum, "
+          f"where it would change nothing); "
           f"{study.environment()}; produced by `python scripts/stability.py`."
           f"\n\n{study.markdown(header, rows)}")
 
