@@ -219,6 +219,7 @@ def test_a_study_killed_between_runs_resumes_from_a_fresh_clone_of_its_records(
 STUDY_TABLES = [
     ("README.md", "claims", "claims"),
     (os.path.join("docs", "results.md"), "tuning_mnist1d", "claims"),
+    (os.path.join("docs", "results.md"), "tuning_fashion_mnist", "claims"),
     (os.path.join("docs", "results.md"), "compare_default", "compare_default"),
     (os.path.join("docs", "cluster.md"), "compare_heterogeneous", "compare_heterogeneous"),
     (os.path.join("docs", "compression.md"), "compression", "compression"),
