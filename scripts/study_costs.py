@@ -18,7 +18,8 @@ clock) at the measured training cost per step; the measured run's evaluations, s
 the growing grid's evaluations (without its dense stretches) up to the same share of the
 run's steps as the measured run stopped evaluating at, at the measured cost per
 evaluation; and the measured start-up; at the concurrency (runs' wall time per minute of
-the study's, the time at least one of its runs was in flight) the MNIST-1D studies achieved.
+the study's, the time at least one of its runs was in flight) the --study studies achieved
+(their mean).
 """
 
 import datetime
@@ -157,12 +158,12 @@ def main() -> None:
       + study.markdown(["study", "runs", "run minutes", "training", "evaluation", "start-up",
                         "evaluation share", "records (MB)", "wall-clock minutes"], rows)
       + f"\n\nThe Fashion-MNIST claims (defaults and tuned, 12 seeds, 6 pilots: {runs} runs), "
-      f"estimated run by run from the growing-grid run's measured costs at "
-      f"{factor:.2f} runs' worth of progress per wall-clock minute (the MNIST-1D studies' "
-      f"measured concurrency): **{(pilots + 2 * one_set) / 3600:.1f} hours** of wall-clock "
-      f"time, {one_set / 3600:.1f} of them for each set of compared runs. Its tuning (42 "
+      f"estimated run by run from the growing-grid run's measured costs at {factor:.2f} runs' "
+      f"worth of progress per wall-clock minute (the mean measured concurrency of the "
+      f"studies above): **{(pilots + 2 * one_set) / 3600:.1f} hours** of wall-clock time, "
+      f"{one_set / 3600:.1f} of them for each set of compared runs. Its tuning (42 "
       f"configurations on 2 seeds at the claims' budget, about one such set) and the "
-      f"replication seeds' defaults (one set) would add about {one_set / 3600:.1f} hours "
+      f"replication seeds' defaults (one set) are about {one_set / 3600:.1f} hours "
       f"each.{tuned}")
   print(text)
   if args.readme:
