@@ -97,10 +97,7 @@ def main() -> None:
                       help="the claims study evaluated densely: its --output, or its records")
   parser.add_argument("--grid", required=True,
                       help="the same study on the growing grid: its records, or its --output")
-  parser.add_argument("--readme", action="store_true",
-                      help="also write the generated section grid_check of docs/results.md")
-  parser.add_argument("--check", action="store_true",
-                      help="with --readme: write nothing, exit 1 if the section differs")
+  study.add_section_flags(parser, "grid_check")
   args = parser.parse_args()
   pairs, counts = [], {"dense": [], "grid": [], "plain": [], "capped": []}
   variants = {"plain": [], "capped": []}

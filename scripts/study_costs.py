@@ -120,10 +120,7 @@ def main() -> None:
                       help="TITLE=LABEL: a claims study whose tuned half is estimated as its "
                       "measured defaults less the runs of LABEL (whose tuned setting is its "
                       "default: copied, not trained)")
-  parser.add_argument("--readme", action="store_true",
-                      help="also write the generated section study_costs of docs/results.md")
-  parser.add_argument("--check", action="store_true",
-                      help="with --readme: write nothing, exit 1 if the section differs")
+  study.add_section_flags(parser, "study_costs")
   args = parser.parse_args()
   rows, concurrency, tuned = [], [], ""
   copied_title, _, copied_label = args.copied.partition("=")

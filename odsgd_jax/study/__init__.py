@@ -7,6 +7,7 @@ from odsgd_jax.study._budgets import equal_time_specs as equal_time_specs
 from odsgd_jax.study._budgets import simulated_time as simulated_time
 from odsgd_jax.study._budgets import ticks_within as ticks_within
 from odsgd_jax.study._cli import add_study_flags as add_study_flags
+from odsgd_jax.study._cli import add_section_flags as add_section_flags
 from odsgd_jax.study._cli import check_study_flags as check_study_flags
 from odsgd_jax.study._cli import parse_strategies as parse_strategies
 from odsgd_jax.study._cli import command_line as command_line

@@ -39,8 +39,8 @@ def script_parser(doc: str) -> argparse.ArgumentParser:
 
 def add_study_flags(parser: argparse.ArgumentParser, output: str,
                     section: str | None = None) -> None:
-  """--seeds, --eval_every, --set, --processes, --output, --resume and --readme (the
-  generated section to write: a name, or, for a script with one `section`, a switch)."""
+  """--seeds, --eval_every, --set, --processes, --output, --resume, the records' flags and
+  the section's (`add_section_flags`)."""
   parser.add_argument("--seeds", default="0-11",
                       help="e.g. 0-11 or 0,1,2 (at least 10 for a verdict; docs/results.md)")
   parser.add_argument("--eval_every", type=int, default=4,
@@ -65,9 +65,6 @@ def add_study_flags(parser: argparse.ArgumentParser, output: str,
   parser.add_argument("--from_records", action="store_true",
                       help="regenerate the tables from the records alone: no training, an "
                       "error if a run has none")
-  parser.add_argument("--check", action="store_true",
-                      help="with --readme: write no page, exit 1 if the generated section is "
-                      "not what this command gives (e.g. with --from_records)")
   parser.add_argument("--stale", default="refuse", choices=records_lib.STALE_POLICIES,
                       help="records of the same config made by other code: refuse to start "
                       "(default), retrain them, or accept them as this code's")
@@ -75,6 +72,12 @@ def add_study_flags(parser: argparse.ArgumentParser, output: str,
                       help="launch no run after this long (e.g. 90m, 2h, 3600s): the runs in "
                       "flight finish and keep their records, then the study exits 0 saying "
                       "how to continue")
+  add_section_flags(parser, section)
+
+
+def add_section_flags(parser: argparse.ArgumentParser, section: str | None = None) -> None:
+  """--readme (the generated section to write: a name, or, for a script with one `section`,
+  a switch) and --check (compare it instead of writing it)."""
   if section:
     parser.add_argument("--readme", action="store_const", const=section, default="",
                         help=f"also write the generated section {section!r} (in README.md or "
@@ -83,6 +86,9 @@ def add_study_flags(parser: argparse.ArgumentParser, output: str,
     parser.add_argument("--readme", default="", help="also write the result into the generated "
                         "section of this name (in README.md or a docs/ page; plot copied to "
                         "docs/)")
+  parser.add_argument("--check", action="store_true",
+                      help="with --readme: write no page, exit 1 if the generated section is "
+                      "not what this command gives")
 
 
 # The evaluation grid's growth (docs/results.md, "The evaluation grid"): spans of 1.9% of the
