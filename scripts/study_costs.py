@@ -1,6 +1,5 @@
 """What a study costs on this machine: each study's runs split into training, evaluation and
-start-up, read from its run records; and the Fashion-MNIST claims' total estimated from
-measured Fashion-MNIST runs.
+start-up, read from its run records.
 
   python scripts/study_costs.py --study "MNIST-1D Results table=records/compare_default" \\
       --fashion_fixed records/costs/fashion_fixed --fashion_grid records/costs/fashion_grid
@@ -9,29 +8,20 @@ Each --study is "title=records folder" (its subfolders included; several folders
 by commas, e.g. a claims study's defaults without its tuning): the runs, their wall time
 in the study's process (`seconds`, start-up included; `summary.wall_time_s` for records
 without it), training (the loop less its evaluations), evaluation, start-up (the rest), the
-evaluations' share, and the records' size. --fashion_fixed and --fashion_grid hold one
-Fashion-MNIST ssgd run each, evaluated every 4 steps and on the growing grid until its last
-target (made by the commands in docs/results.md, "What a study costs"): their split, and
-the estimate for the Fashion-MNIST claims (defaults and tuned, 12 seeds, their pilots), run
-by run: the steps each run trains at equal time (`study.equal_time_specs`, counted on the
-clock) at the measured training cost per step; the measured run's evaluations, scaled by
-the growing grid's evaluations (without its dense stretches) up to the same share of the
-run's steps as the measured run stopped evaluating at, at the measured cost per
-evaluation; and the measured start-up; at the concurrency (runs' wall time per minute of
-the study's, the time at least one of its runs was in flight) the --study studies achieved
-(their mean).
+evaluations' share, the records' size and the study's wall-clock minutes. A run copied
+from a study listed before it (a tuned setting that is the default: the same record) is
+counted there only; the study that copied it says how many it copied. --fashion_fixed and
+--fashion_grid hold one Fashion-MNIST ssgd run each, evaluated every 4 steps and on the
+growing grid until its last target (made by the commands in docs/results.md, "What a study
+costs"): their split.
 """
 
 import datetime
 import glob
 import os
 
-import numpy as np
-
 from odsgd_jax import study
 from odsgd_jax.study import _records as records_lib
-from odsgd_jax.study import _tuning as tuning
-from odsgd_jax.train._evaluation_grid import evaluation_steps
 
 
 def _records(folders: str) -> list[dict]:
@@ -82,33 +72,9 @@ def _row(title: str, records: list[dict], folder: str) -> list[str]:
           f"{100 * part('evaluation') / total:.0f}%", f"{_size(folder):.1f}"]
 
 
-def _fashion_estimate(grid: dict, concurrency: float) -> tuple[float, float]:
-  """Wall-clock seconds of the Fashion-MNIST claims' 6 pilots and of one set of compared
-  runs (12 seeds, every claims strategy at equal time), run by run (module docstring)."""
-  split = _split(grid)
-  per_step = split["training"] / split["steps"]
-  per_evaluation = split["evaluation"] / max(split["evaluations"], 1)
-  config = grid["config"]["train"]
-  stopped = [row["step"] for row in grid["evaluations"]][-2] / split["steps"]  # before the end
-  plain = lambda steps: len([s for s in evaluation_steps(steps, config["eval_every"],
-                                                          config["eval_growth"])
-                             if s <= stopped * steps])
-  scale = split["evaluations"] / (plain(split["steps"]) + 1)
-  seeds, pilots = range(12), study.PILOT_SEEDS
-  cluster = tuning.cluster_overrides("10gbe", "resnet50_v100")
-  common = study.evaluation_overrides(config["eval_every"], config["eval_growth"]) + cluster
-  pilot_seconds, set_seconds = 0.0, 0.0
-  for kind, strategies in tuning.CLAIMS_STRATEGIES.items():
-    file = tuning.CLAIMS_CONFIGS["fashion_mnist"][kind]
-    for spec in study.strategy_specs(file, ["ssgd"], pilots, common):
-      steps = spec.build().train.num_steps
-      pilot_seconds += split["startup"] + steps * per_step + per_evaluation
-    compared = study.equal_time_specs(study.strategy_specs(file, list(strategies), seeds, common))
-    for spec in compared:
-      steps = spec.build().train.num_steps
-      evaluations = scale * (plain(steps) + 1)
-      set_seconds += split["startup"] + steps * per_step + evaluations * per_evaluation
-  return pilot_seconds / concurrency, set_seconds / concurrency
+def _key(record: dict) -> tuple:
+  """What makes two records the same run: a copy is the same file under another study."""
+  return record["config_digest"], record["seed"], record["written"]
 
 
 def main() -> None:
@@ -116,52 +82,32 @@ def main() -> None:
   parser.add_argument("--study", action="append", default=[], metavar="TITLE=FOLDER")
   parser.add_argument("--fashion_fixed", required=True)
   parser.add_argument("--fashion_grid", required=True)
-  parser.add_argument("--copied", default="",
-                      help="TITLE=LABEL: a claims study whose tuned half is estimated as its "
-                      "measured defaults less the runs of LABEL (whose tuned setting is its "
-                      "default: copied, not trained)")
   study.add_section_flags(parser, "study_costs")
   args = parser.parse_args()
-  rows, concurrency, tuned = [], [], ""
-  copied_title, _, copied_label = args.copied.partition("=")
+  rows, counted = [], set()
   for entry in args.study:
     title, _, folder = entry.partition("=")
     records = _records(folder)
-    rows.append(_row(title, records, folder))
-    machine, wall = sum(_split(r)["total"] for r in records) / 60, _wall_minutes(records)
-    concurrency.append(machine / wall)
-    rows[-1].append(f"{wall:.0f}")
-    if title == copied_title:
-      trained = sum(_split(r)["total"] for r in records if r["label"] != copied_label
-                    and r["seed"] not in study.PILOT_SEEDS) / 60
-      tuned = (f" {title}: {wall:.0f} minutes measured; its tuned half, the same runs at the "
-               f"tuned settings less {copied_label}'s (copied), about "
-               f"{trained / concurrency[-1]:.0f} minutes more at its concurrency, so "
-               f"**about {wall + trained / concurrency[-1]:.0f} minutes** for defaults and "
-               f"tuned together.")
+    trained = [r for r in records if _key(r) not in counted]
+    counted.update(map(_key, records))
+    if not trained:
+      raise study.StudyInputError(f"--study {entry!r}: every run in it is a copy of an "
+                                  "earlier study's; list it before the studies that copy it")
+    rows.append(_row(title, trained, folder))
+    if len(trained) < len(records):
+      rows[-1][1] += f" (+{len(records) - len(trained)} copied)"
+    rows[-1].append(f"{_wall_minutes(trained):.0f}")
   fixed, grid = _records(args.fashion_fixed)[0], _records(args.fashion_grid)
   grid = next(r for r in grid if r["summary"].get("evaluations", 0) > 1)  # not its pilot
   rows.append(_row("Fashion-MNIST ssgd, every 4 steps", [fixed], args.fashion_fixed) + ["-"])
   rows.append(_row("Fashion-MNIST ssgd, growing grid until the last target", [grid],
                    args.fashion_grid) + ["-"])
-  factor = float(np.mean(concurrency)) if concurrency else 1.0
-  pilots, one_set = _fashion_estimate(grid, factor)
-  runs = len(study.PILOT_SEEDS) * len(tuning.CLAIMS_STRATEGIES) + 2 * 12 * sum(
-      map(len, tuning.CLAIMS_STRATEGIES.values()))
   text = (
       f"Produced by `{study.command_line('scripts/study_costs.py')}` ({study.environment()}; "
       f"minutes of wall time summed over the runs, each in its study's process, start-up "
-      f"included):\n\n"
+      f"included; a run copied from a study above is counted there):\n\n"
       + study.markdown(["study", "runs", "run minutes", "training", "evaluation", "start-up",
-                        "evaluation share", "records (MB)", "wall-clock minutes"], rows)
-      + f"\n\nThe Fashion-MNIST claims (defaults and tuned, 12 seeds, 6 pilots: {runs} runs), "
-      f"estimated run by run from the growing-grid run's measured costs at {factor:.2f} runs' "
-      f"worth of progress per wall-clock minute (the mean measured concurrency of the "
-      f"studies above): **{(pilots + 2 * one_set) / 3600:.1f} hours** of wall-clock time, "
-      f"{one_set / 3600:.1f} of them for each set of compared runs. Its tuning (42 "
-      f"configurations on 2 seeds at the claims' budget, about one such set) and the "
-      f"replication seeds' defaults (one set) are about {one_set / 3600:.1f} hours "
-      f"each.{tuned}")
+                        "evaluation share", "records (MB)", "wall-clock minutes"], rows))
   print(text)
   if args.readme:
     study.replace_section("study_costs", text, check=args.check)
