@@ -85,11 +85,7 @@ def settled_tick(name, **options):
   (`strategies.ticks.settled_from` of its update on the harness)."""
   inner_momentum = options.pop("inner_momentum", None)
   tx = strategies.resolve(name, options, inner_momentum).make(optax.sgd(0.1), strategies.AXIS)
-  x = jnp.zeros((N, DIM), jnp.float32)
-  schedule = synchronous_schedule(0, N)
-
-  def trace(known_from):
-    tick = strategies.worker_ticks(tx, lambda x, t, worker: (0.0, x), known_from)
-    return jax.eval_shape(tick, x, strategies.init_workers(tx, x), 0, schedule)
-
-  return strategies.ticks.settled_from(trace)
+  x = jax.ShapeDtypeStruct((DIM,), jnp.float32)
+  schedule = jax.tree.map(jnp.asarray, synchronous_schedule(0, N))
+  return strategies.ticks.settled_from(tx, jax.eval_shape(tx.init, x), {strategies.AXIS: N}, x,
+                                       schedule=schedule, loss=jax.ShapeDtypeStruct((), jnp.float32))

@@ -9,7 +9,7 @@ from configs import default
 from odsgd_jax import domains
 from odsgd_jax.comm import _compressors, _exchange
 from odsgd_jax.strategies import STRATEGIES
-from odsgd_jax.strategies._registry import SET_BY_TRAINER
+from odsgd_jax.strategies._definition import SET_BY_TRAINER
 from odsgd_jax.train import SCHEMA, ConfigError, validate_config
 from odsgd_jax.train._optimizer import DOMAINS as OPTIMIZER_DOMAINS
 

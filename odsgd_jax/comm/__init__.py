@@ -16,6 +16,7 @@ from odsgd_jax.comm._compressors import COMPRESSORS as COMPRESSORS
 from odsgd_jax.comm._compressors import Compressor as Compressor
 from odsgd_jax.comm._compressors import parse_compressor as parse_compressor
 from odsgd_jax.comm._exchange import COMPRESSION as COMPRESSION
+from odsgd_jax.comm._exchange import MESSAGE_SCOPE as MESSAGE_SCOPE
 from odsgd_jax.comm._exchange import Communication as Communication
 from odsgd_jax.comm._exchange import CommunicationState as CommunicationState
 from odsgd_jax.comm._exchange import compressed_exchange as compressed_exchange

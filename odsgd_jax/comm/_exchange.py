@@ -12,6 +12,23 @@ from odsgd_jax.comm import _collectives as coll
 from odsgd_jax.comm._compressors import Compressor, none, parse_compressor
 from odsgd_jax.comm._held import Held, held_mean
 
+# The name scope of every message's collectives (`exchange`, `neighbour_mean`): what a
+# traced update sends is read off its program by it (odsgd_jax/strategies/_tracing.py),
+# as the clock's bookkeeping collectives (`total`, `mean`) carry none. A name scope is
+# metadata only: the compiled program is the same.
+MESSAGE_SCOPE = "message"
+
+
+def _message(function):
+  """`function`'s collectives under `MESSAGE_SCOPE`."""
+
+  @functools.wraps(function)
+  def scoped(*args, **kwargs):
+    with jax.named_scope(MESSAGE_SCOPE):
+      return function(*args, **kwargs)
+
+  return scoped
+
 
 class CommunicationState(NamedTuple):
   """Per-worker state of a compressed exchange."""
@@ -138,6 +155,7 @@ def _dense_bits(tree: Any) -> jax.Array:
                      jnp.float32)
 
 
+@_message
 def exchange(communication: Communication | None, tree: Any, state: CommunicationState | None,
              axis_name, *, sending: jax.Array | None = None, gather: bool = False,
              exact: bool = False) -> tuple[Any, CommunicationState | None]:
@@ -194,6 +212,7 @@ def init_traffic() -> Traffic:
   return Traffic(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32), jnp.zeros((), bool))
 
 
+@_message
 def neighbour_mean(tree: Any, traffic: Traffic, axis_name,
                    offsets: tuple[int, ...]) -> tuple[Any, Traffic]:
   """The mean of this worker's `tree` and its peers' (worker i receives from workers

@@ -151,7 +151,7 @@ def odsgd(
     return _local_step(local_optimizer, global_params, previous_global, grads, momentum,
                        local_lr_fn(count), local_momentum, local_weight_decay, dc_lambda)
 
-  def delayed_step(grads, state, known_from):
+  def delayed_step(grads, state):
     previous_mean, comm_state = comm.exchange(communication, state.pending_grads,
                                              state.communication, axis_name)
     fed, spike_state = previous_mean, state.spike
@@ -160,7 +160,7 @@ def odsgd(
     step, inner_state = inner.update(fed, state.inner_state, state.global_params)
     global_params = optax.apply_updates(state.global_params, step)
     # the first delayed step has nothing pending: W and the optimizers stay
-    has_previous = ticks.after(state.count, warmup_steps, known_from)
+    has_previous = ticks.after(state.count, warmup_steps)
     global_params = ticks.where(has_previous, global_params, state.global_params)
     inner_state = ticks.where(has_previous, inner_state, state.inner_state)
     spike_state = ticks.where(has_previous, spike_state, state.spike) if spike else None
@@ -181,14 +181,13 @@ def odsgd(
                                      state.local_momentum, optax.safe_increment(state.count),
                                      comm_state, spike_state)
 
-  def update_fn(grads, state, params=None, *, known_from: ticks.KnownFrom = 0, **extra_args):
+  def update_fn(grads, state, params=None, **extra_args):
     del extra_args
     # Without a warm-up the condition is False from the start: no conditional in the
     # program, and its only all-reduce reads P_i.
-    new_params, new_state = ticks.cond(ticks.before(state.count, warmup_steps, known_from),
-                                       synchronous_step,
-                                       lambda grads, state: delayed_step(grads, state, known_from),
-                                       grads, state, axis_name=axis_name)
+    new_params, new_state = ticks.cond(ticks.before(state.count, warmup_steps),
+                                       synchronous_step, delayed_step, grads, state,
+                                       axis_name=axis_name)
     return optax.tree.sub(new_params, params), new_state
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
@@ -203,10 +202,6 @@ def odsgd_model_params(worker_params: Any, worker_opt_state: OdsgdState) -> Any:
 register(StrategyDef(
     "odsgd", odsgd, odsgd_model_params, timeline=cluster.WarmupPipelinedTimeline,
     sends=EVERY_TICK,
-    # the all-reduce reads P_i before this tick's gradient replaces it; a tensor's update
-    # does not wait for the other tensors' gradients, so the backward pass may still read
-    # the old parameters; the first ticks' selects keep the inner and spike states
-    replaced_each_tick=("params", "pending_grads", "inner_state", "spike"),
     # The authors' local 0.5 carries a 1/(B N) rescale: 0.5 / N = 0.0625 here (N = 8).
     # On mnist1d 0.1 does better on validation (docs/strategies.md):
     #   python scripts/sweep.py --config configs/default.py:odsgd \

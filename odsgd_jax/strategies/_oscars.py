@@ -65,7 +65,5 @@ def oscars(
 register(StrategyDef(
     "oscars", oscars, local_sgd_model_params, timeline=cluster.OscarsTimeline,
     sends=local_sgd_round_end, log=local_sgd_log, defaults={"period": 4, "adapt": "fixed"},
-    # the select that keeps an inactive worker's momentum reads it after its update
-    replaced_each_tick=("inner_state",),
     examples=(Example({"period": 3, "adapt": "linear"}, 1, "anchor"),
               Example({"period": 4}, 1, "anchor"))))

@@ -130,12 +130,12 @@ def pseudo_sync(
         spike=delay.spike_init(params) if spike else None,
     )
 
-  def update_fn(grads, state, params=None, *, known_from: ticks.KnownFrom = 0, **extra_args):
+  def update_fn(grads, state, params=None, **extra_args):
     del extra_args
     previous_mean, comm_state = comm.exchange(communication, state.pending_grads,
                                              state.communication, axis_name)
     # the first gradient (count 1) has no history to smooth with
-    previous = ticks.where(ticks.at(state.count, 1, known_from), previous_mean, state.prediction)
+    previous = ticks.where(ticks.at(state.count, 1), previous_mean, state.prediction)
     if confidence == "adaptive":
       sums = jnp.array([_error_sums(g, s) for g, s in zip(
           jax.tree.leaves(previous_mean), jax.tree.leaves(previous), strict=True)])
@@ -155,7 +155,7 @@ def pseudo_sync(
     weights = state.weights if keeps_weights else params
     step, inner_state = inner.update(fed, state.inner_state, weights)
     # nothing is pending at count 0: no update, the state stays
-    started = ticks.after(state.count, 0, known_from)
+    started = ticks.after(state.count, 0)
     keep = lambda new, old: ticks.where(started, new, old)
     step = keep(step, optax.tree.zeros_like(step))
     inner_state = keep(inner_state, state.inner_state)
@@ -199,8 +199,6 @@ def pseudo_sync_log(worker_opt_state: PseudoSyncState) -> dict[str, jax.Array]:
 register(StrategyDef(
     "pseudo_sync", pseudo_sync, pseudo_sync_model_params, timeline=cluster.PipelinedTimeline,
     sends=EVERY_TICK, log=pseudo_sync_log,
-    # as odsgd's: the all-reduce reads P_i before this tick's gradient replaces it
-    replaced_each_tick=("params", "pending_grads", "inner_state", "spike"),
     # The reconstruction's adaptive smoothing, with the delay corrections that make
     # ssgd's own optimizer stable for it (docs/delays.md):
     #   python scripts/sweep.py --config configs/default.py:pseudo_sync \

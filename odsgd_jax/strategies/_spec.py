@@ -8,7 +8,8 @@ from typing import Any, Mapping
 import optax
 
 from odsgd_jax import cluster, domains
-from odsgd_jax.strategies._registry import StrategyDef, get_strategy
+from odsgd_jax.strategies._definition import StrategyDef
+from odsgd_jax.strategies._registry import get_strategy
 
 
 @dataclasses.dataclass(frozen=True)

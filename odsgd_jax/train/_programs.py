@@ -1,24 +1,30 @@
 """The train step's speed seam: which compiled programs run which ticks and which buffers
-of the state each donates, derived from what the strategy declares. None of it changes
-the math (tests switch each off).
+of the state each donates, all read off the programs themselves. None of it changes the
+math (tests switch each off).
 
 Two things, each measured with scripts/benchmark.py:
 
 - **A program for the settled ticks.** A strategy's rules for its first ticks (odsgd's
   warm-up and its first delayed tick, pseudo_sync's ticks 0 and 1) are conditions on its
   tick count (`strategies.ticks`). The ticks from which every condition is decided run the
-  strategy wrapped by `ticks.from_tick`: its update traced with them decided, without the
-  warm-up's conditional and the first ticks' selects, which made XLA fuse the momentum
+  strategy wrapped by `ticks.from_tick`: its update evaluated with them decided, without
+  the warm-up's conditional and the first ticks' selects, which made XLA fuse the momentum
   update twice, into the select and into the parameter update. That tick is read off the
-  strategy itself (`ticks.settled_from`), never declared. XLA may round the momentum
-  update differently in the two programs (a fused multiply-add in one, 1 ulp), so a run's
-  numbers depend on the program each tick ran, which is fixed by the tick alone (resuming
-  reproduces them); at XLA:CPU's optimization level 0 the two agree bit for bit
+  strategy's traced update (`ticks.settled_from`), never declared. XLA may round the
+  momentum update differently in the two programs (a fused multiply-add in one, 1 ulp), so
+  a run's numbers depend on the program each tick ran, which is fixed by the tick alone
+  (resuming reproduces them); at XLA:CPU's optimization level 0 the two agree bit for bit
   (tests/test_identities.py).
-- **Donation.** The step donates its input state so that XLA updates it in place, except
-  the large tensors of what a tick replaces whole while the step still reads its old
-  values (`StrategyDef.replaced_each_tick`, the strategy's declaration): donated, XLA
-  copied them aside at the start of every step. Their new values go to fresh buffers.
+- **Donation.** The step donates its input state so that XLA updates it in place. Where a
+  tick replaces a tensor whole while the step still reads its old value (odsgd's pending
+  gradients, which the all-reduce reads before this tick's replace them; parameters
+  computed from W rather than from themselves), XLA copies the donated buffer aside at the
+  start of every step. The program is compiled donating everything, its copies of input
+  buffers are read off the compiled program (`copied_inputs`), and where a tensor of at
+  least SMALL_TENSOR_BYTES per worker is among them the program is compiled again with
+  those tensors as a separate, non-donated argument: their new values go to fresh buffers.
+  What XLA copies out of a conditional's results (the first ticks' program) is not traced
+  back to an input, and is left as it is.
 
 A delayed strategy's message held for a tick travels as one vector of its small tensors
 (`comm.hold`): that is the strategy's own, explicit in its state.
@@ -29,43 +35,63 @@ donates everything: the same states, bit for bit without `split_donation`, and w
 """
 
 import dataclasses
-from typing import Any, Callable
+import re
+from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from odsgd_jax import comm, parallel, strategies
 from odsgd_jax.cluster import synchronous_schedule
 from odsgd_jax.strategies import ticks
+from odsgd_jax.strategies._tracing import STAND_IN
 from odsgd_jax.train._step import StepSetup, TrainState, init_state, metric_names, train_step
 
+# In a compiled program's text (HLO): an instruction `%name = <type> op(%operand, ...)`.
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = .*? ([\w\-]+)\((.*)$")
 
-def replaced_each_tick(strategy: strategies.StrategyDef | None
-                       ) -> Callable[[TrainState], tuple[Any, ...]] | None:
-  """The parts of a train state that `strategy` declares a tick replaces whole while the
-  step still reads them (`StrategyDef.replaced_each_tick`), as a selector; None: none."""
-  fields = () if strategy is None else strategy.replaced_each_tick
-  if not fields:
-    return None
-  return lambda state: tuple(state.params if field == "params" else getattr(state.opt_state, field)
-                             for field in fields)
+
+def copied_inputs(hlo_text: str) -> set[int]:
+  """The inputs (entry parameters, by number) that the compiled program `hlo_text` copies:
+  a `copy` (or `copy-start`) of a parameter, or of a bitcast of one, in its entry
+  computation."""
+  entry = hlo_text[hlo_text.index("\nENTRY"):]
+  entry = entry[:entry.index("\n}")]
+  parameters: dict[str, int] = {}
+  bitcasts: dict[str, str] = {}
+  copied: set[int] = set()
+  for line in entry.splitlines()[1:]:
+    match = _INSTRUCTION.match(line)
+    if match is None:
+      continue
+    name, op, rest = match.groups()
+    operand = rest.split(")")[0].split(",")[0].strip().lstrip("%")
+    if op == "parameter":
+      parameters[name] = int(operand)
+    elif op == "bitcast":
+      bitcasts[name] = operand
+    elif op in ("copy", "copy-start"):
+      operand = bitcasts.get(operand, operand)
+      if operand in parameters:
+        copied.add(parameters[operand])
+  return copied
 
 
 class StepProgram:
   """`step(state, batch, schedule) -> (state, metrics)`: `train_step` jitted for one
-  program (its `setup`, `norms`), the input state donated but for the leaves `kept(state)`
-  selects of at least SMALL_TENSOR_BYTES per worker. Those travel as a separate,
-  non-donated argument (JAX donates whole arguments): the state is flattened, split, and
-  joined again around the call."""
+  program (its `setup`, `norms`), its input state donated; with `split_donation`, but for
+  the tensors of at least SMALL_TENSOR_BYTES per worker that XLA copies aside when
+  donated (read off the program compiled donating everything, once per state structure).
+  Those travel as a separate, non-donated argument (JAX donates whole arguments): the
+  state is flattened, split, and joined again around the call."""
 
-  def __init__(self, setup: StepSetup, norms: bool,
-               kept: Callable[[TrainState], tuple[Any, ...]] | None):
-    self.kept = kept
+  def __init__(self, setup: StepSetup, norms: bool, split_donation: bool = True):
+    self.split_donation = split_donation
     step = lambda state, batch, schedule: train_step(state, batch, schedule, setup=setup,
                                                      norms=norms)
-    self.whole = jax.jit(step, donate_argnums=0)
-    self._layouts: dict[Any, tuple[bool, ...]] = {}
+    # every input kept in the program: its parameters are the flattened inputs, in order
+    self.whole = jax.jit(step, donate_argnums=0, keep_unused=True)
+    self._layouts: dict[Any, tuple[bool, ...] | None] = {}
 
     def split_step(layout, donated, kept_leaves, batch, schedule):
       treedef, mask = layout
@@ -77,22 +103,31 @@ class StepProgram:
 
     self.split = jax.jit(split_step, static_argnums=0, donate_argnums=1)
 
-  def _layout(self, state: TrainState) -> tuple[Any, tuple[bool, ...]] | None:
-    """(treedef, which leaves are kept), or None when every leaf is donated."""
-    if self.kept is None:
+  def _layout(self, state: TrainState, batch: Any,
+              schedule: Any) -> tuple[Any, tuple[bool, ...]] | None:
+    """(treedef, which leaves are kept out of the donation), or None when every leaf is
+    donated."""
+    if not self.split_donation:
       return None
-    leaves, treedef = jax.tree.flatten(state)
+    treedef = jax.tree.structure(state)
     if treedef not in self._layouts:
-      # the leaves' positions, read through the typed fields
-      chosen = set(jax.tree.leaves(self.kept(treedef.unflatten(range(len(leaves))))))
-      self._layouts[treedef] = tuple(
-          i in chosen and _bytes_per_worker(leaf) >= comm.SMALL_TENSOR_BYTES
-          for i, leaf in enumerate(leaves))
+      # compiled here once (jit keeps it: the call that follows does not compile again)
+      copied = copied_inputs(self.whole.lower(state, batch, schedule).compile().as_text())
+      mask = tuple(i in copied and _bytes_per_worker(leaf) >= comm.SMALL_TENSOR_BYTES
+                   for i, leaf in enumerate(jax.tree.leaves(state)))
+      self._layouts[treedef] = mask if any(mask) else None
     mask = self._layouts[treedef]
-    return (treedef, mask) if any(mask) else None
+    return None if mask is None else (treedef, mask)
+
+  def kept_out(self, state: TrainState, batch: Any, schedule: Any) -> TrainState:
+    """Which leaves of `state` the program keeps out of the donation (a tree of bools)."""
+    layout = self._layout(state, batch, schedule)
+    leaves = jax.tree.leaves(state)
+    mask = layout[1] if layout else (False,) * len(leaves)
+    return jax.tree.unflatten(jax.tree.structure(state), list(mask))
 
   def __call__(self, state: TrainState, batch: Any, schedule: Any):
-    layout = self._layout(state)
+    layout = self._layout(state, batch, schedule)
     if layout is None:
       return self.whole(state, batch, schedule)
     treedef, mask = layout
@@ -101,15 +136,11 @@ class StepProgram:
     return treedef.unflatten(_merge(donated, kept_leaves, mask)), metrics
 
   def lower(self, state: TrainState, batch: Any, schedule: Any):
-    layout = self._layout(state)
+    layout = self._layout(state, batch, schedule)
     if layout is None:
       return self.whole.lower(state, batch, schedule)
     return self.split.lower(layout, *_split(jax.tree.leaves(state), layout[1]), batch,
                             schedule)
-
-  def compilations(self) -> int:
-    """Programs compiled so far (one per state structure and input shapes)."""
-    return self.whole._cache_size() + self.split._cache_size()
 
 
 class TrainStep:
@@ -124,11 +155,11 @@ class TrainStep:
 
   def __init__(self, setup: StepSetup, settle: bool = True, split_donation: bool = True):
     """`settle`: the ticks from `settled_from` on run a program of their own;
-    `split_donation`: what the strategy declares `replaced_each_tick` is not donated."""
-    opt_state = _stand_in_strategy_state(setup)
+    `split_donation`: the tensors XLA would copy aside when donated are not donated."""
     self.setup = setup
-    self.settled_from = _settled_from(setup, opt_state) if settle else 0
-    self.kept = replaced_each_tick(setup.strategy) if split_donation else None
+    self.settled_from = _settled_from(setup) if settle else 0
+    self.split_donation = split_donation
+    opt_state = _stand_in_strategy_state(setup)
     self.metric_names = {norms: metric_names(setup, opt_state, norms) for norms in (False, True)}
     self.programs: dict[tuple[bool, int], StepProgram] = {}  # by (norms, program_tick)
 
@@ -147,7 +178,7 @@ class TrainStep:
     key = (norms, self.program_tick(tick))
     if key not in self.programs:
       setup = dataclasses.replace(self.setup, tx=ticks.from_tick(self.setup.tx, key[1]))
-      self.programs[key] = StepProgram(setup, norms, self.kept)
+      self.programs[key] = StepProgram(setup, norms, self.split_donation)
     return self.programs[key]
 
   def __call__(self, state: TrainState, batch: Any, schedule: Any, tick: int = 0,
@@ -163,50 +194,29 @@ def make_train_step(model, tx, worker_mesh: parallel.WorkerMesh,
                     strategy: strategies.StrategyDef | None = None, lr_schedule=None,
                     **seam: bool) -> TrainStep:
   """The train step of `tx` (a strategy built over `parallel.WORKER_AXES`) on `model`;
-  `strategy` adds its log and the clock's record to the metrics, and what it declares
-  `replaced_each_tick`; `lr_schedule` (of the tick) the learning rate. `seam`:
-  `TrainStep`'s switches (both on by default)."""
+  `strategy` adds its log and the clock's record to the metrics; `lr_schedule` (of the
+  tick) the learning rate. `seam`: `TrainStep`'s switches (both on by default)."""
   return TrainStep(StepSetup(model, tx, worker_mesh, strategy, lr_schedule), **seam)
 
 
-# A stand-in model: the strategy's options, not the model's shapes, decide its tick
-# conditions and the names of its metrics.
-_STAND_IN = {"kernel": jax.ShapeDtypeStruct((2, 3), jnp.float32),
-             "bias": jax.ShapeDtypeStruct((3,), jnp.float32)}
-
-
-def _stand_in_params(num_workers: int) -> Any:
-  return jax.tree.map(lambda x: jax.ShapeDtypeStruct((num_workers, *x.shape), x.dtype),
-                      _STAND_IN)
-
-
 def _stand_in_strategy_state(setup: StepSetup) -> Any:
-  return jax.eval_shape(jax.vmap(setup.tx.init),
-                        _stand_in_params(setup.worker_mesh.num_workers))
+  """The strategy's state of every worker on the stand-in model (shapes only): the
+  strategy's options, not the model's shapes, decide the names of its metrics."""
+  num_workers = setup.worker_mesh.num_workers
+  params = jax.tree.map(lambda x: jax.ShapeDtypeStruct((num_workers, *x.shape), x.dtype),
+                        STAND_IN)
+  return jax.eval_shape(jax.vmap(setup.tx.init), params)
 
 
-def _settled_from(setup: StepSetup, opt_state: Any) -> int:
+def _settled_from(setup: StepSetup) -> int:
   """`ticks.settled_from` of the strategy's update, traced on the stand-in model over the
   run's workers (only the update: nothing of the model is traced)."""
-  worker_mesh = setup.worker_mesh
-  num_workers = worker_mesh.num_workers
-
-  params = _stand_in_params(num_workers)
-  schedule = jax.eval_shape(lambda: jax.tree.map(jnp.asarray,
+  num_workers = setup.worker_mesh.num_workers
+  state = jax.eval_shape(setup.tx.init, STAND_IN)
+  schedule = jax.eval_shape(lambda: jax.tree.map(jax.numpy.asarray,
                                                  synchronous_schedule(0, num_workers)))
-  loss = jax.ShapeDtypeStruct((num_workers,), jnp.float32)
-
-  def trace(known_from):
-    def update(grads, state, params, schedule, loss):
-      return setup.tx.update(grads, state, params, schedule=schedule, loss=loss,
-                             known_from=known_from)
-
-    run = worker_mesh.per_worker(
-        parallel.per_worker_update(worker_mesh, update, in_axes=(0, 0, 0, None, 0)),
-        in_layouts=(parallel.PER_WORKER,) * 3 + (parallel.REPLICATED, parallel.PER_WORKER))
-    return jax.eval_shape(run, params, opt_state, params, schedule, loss)
-
-  return ticks.settled_from(trace)
+  return ticks.settled_from(setup.tx, state, {parallel.WORKERS: num_workers, parallel.LOCAL: 1},
+                            schedule=schedule, loss=jax.ShapeDtypeStruct((), np.float32))
 
 
 def _bytes_per_worker(leaf: Any) -> int:
