@@ -31,7 +31,7 @@ from ml_collections import config_flags
 from odsgd_jax import parallel, xla_flags
 from odsgd_jax.data import DataError
 from odsgd_jax.train import (CheckpointError, ConfigError, NonFiniteLossError, Preempted,
-                             WorkdirError, hide_abandoned_save_noise, train_and_evaluate,
+                             WorkdirError, abandoned_save_noise_hidden, train_and_evaluate,
                              validate_config)
 
 # New attributes are accepted so that options of the chosen model or strategy can be
@@ -128,11 +128,12 @@ def _without_orbax_errors(record) -> bool:
   return not ("orbax" in record.pathname and record.levelno < std_logging.CRITICAL)
 
 
-def _start_processes() -> None:
+def _start_processes(activity: parallel.Activity) -> None:
   """jax.distributed's start, if this is one process of several. When the others do not
   join in time, JAX's runtime aborts the process from C++ with a stack trace; a timer
   that goes off first says it in one line instead. Then a `PeerWatch` does the same for
-  a process that goes silent later."""
+  a process that goes silent later, naming what this one was doing (`activity`, which the
+  run's loop notes)."""
   def others_did_not_join():
     print(f"error: waited {_JOIN_TIMEOUT.value} s for the other processes of this run to start "
           f"and connect to the coordinator: start every process with the same "
@@ -153,7 +154,7 @@ def _start_processes() -> None:
   finally:
     timer.cancel()
   if several:
-    parallel.PeerWatch(_HEARTBEAT.value, _peer_lost)
+    parallel.PeerWatch(_HEARTBEAT.value, _peer_lost, activity)
 
 
 def _peer_lost(error: parallel.PeerLostError) -> None:
@@ -168,7 +169,12 @@ def main(argv):
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
     logging.get_absl_handler().addFilter(_without_orbax_errors)
-  hide_abandoned_save_noise()
+  with abandoned_save_noise_hidden():  # a failed save is said in one line
+    _train()
+
+
+def _train() -> None:
+  """Checks the config, starts the processes, trains, and says how it ended."""
   try:
     config = _CONFIG.value
     config.keys()  # a config file that failed to load raises its error on first use
@@ -179,7 +185,8 @@ def main(argv):
   # only time XLA reads its flags: a run that must resume bit for bit on a GPU.
   if config.get("train", {}).get("deterministic", True) is True:
     xla_flags.request_deterministic_ops()
-  _start_processes()
+  activity = parallel.Activity()  # what this process is doing: the loop notes it
+  _start_processes(activity)
   try:  # the start line below describes a config that can run on these devices
     validate_config(config, jax.device_count())
   except ConfigError as error:
@@ -196,7 +203,7 @@ def main(argv):
           f"{config.cluster.num_workers} workers; the whole config goes to "
           f"{_WORKDIR.value}/config.json", flush=True)
   try:
-    summary = train_and_evaluate(config, _WORKDIR.value)
+    summary = train_and_evaluate(config, _WORKDIR.value, activity=activity)
   except Preempted as notice:
     print(notice, file=sys.stderr)
     sys.exit(0)

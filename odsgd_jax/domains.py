@@ -146,6 +146,10 @@ def declared(**domains: Domain) -> Callable[[Callable[..., Any]], Callable[..., 
 
     @functools.wraps(factory)
     def checked(*args: Any, **kwargs: Any) -> Any:
+      unknown = sorted(set(kwargs) - set(signature.parameters))
+      if unknown:
+        options = ", ".join(sorted(domains))
+        raise TypeError(f"{factory.__name__} has no option {unknown[0]!r} (options: {options})")
       bound = signature.bind(*args, **kwargs)
       bound.apply_defaults()
       for name, domain in domains.items():

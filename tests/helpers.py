@@ -23,6 +23,26 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
 
 
+class Compilations:
+  """The names of the programs JAX compiles inside the block (each `jax.monitoring` event
+  of a backend compilation, named by the function it compiles)."""
+
+  EVENT = "/jax/core/compile/backend_compile_duration"
+
+  def __enter__(self) -> "Compilations":
+    self.names: list[str] = []
+    jax.monitoring.register_event_duration_secs_listener(self._record)
+    return self
+
+  def _record(self, event: str, duration_s: float, **kwargs) -> None:
+    del duration_s
+    if event == self.EVENT:
+      self.names.append(kwargs.get("fun_name", ""))
+
+  def __exit__(self, *exc_info) -> None:
+    jax.monitoring.unregister_event_duration_listener(self._record)
+
+
 def assert_trees_close(actual, expected, rtol=1e-6, atol=1e-6):
   actual_leaves, actual_def = jax.tree.flatten(actual)
   expected_leaves, expected_def = jax.tree.flatten(expected)

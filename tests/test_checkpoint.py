@@ -142,12 +142,17 @@ def test_an_abandoned_orbax_tasks_report_is_hidden_and_others_are_not(caplog):
   points hide orbax's (the run said in one line why the save failed), not any other."""
   import logging
 
-  from odsgd_jax.train import hide_abandoned_save_noise
-  hide_abandoned_save_noise()
+  from odsgd_jax.train import abandoned_save_noise_hidden
   log = logging.getLogger("asyncio")
+  orbax_task = ("Task exception was never retrieved\nfuture: <Task finished coro=<create() "
+                "defined at /site-packages/orbax/checkpoint/_src/path/atomicity.py:499>>")
+  hook = sys.unraisablehook
   with caplog.at_level(logging.ERROR, logger="asyncio"):
-    log.error("Task exception was never retrieved\nfuture: <Task finished coro=<create() "
-              "defined at /site-packages/orbax/checkpoint/_src/path/atomicity.py:499>>")
-    log.error("Task exception was never retrieved\nfuture: <Task finished coro=<mine()>>")
+    with abandoned_save_noise_hidden():
+      assert sys.unraisablehook is not hook
+      log.error(orbax_task)
+      log.error("Task exception was never retrieved\nfuture: <Task finished coro=<mine()>>")
+    log.error(orbax_task)  # outside the block: reported as before
+  assert sys.unraisablehook is hook
   assert [r.getMessage().splitlines()[1] for r in caplog.records] == [
-      "future: <Task finished coro=<mine()>>"]
+      "future: <Task finished coro=<mine()>>", orbax_task.splitlines()[1]]

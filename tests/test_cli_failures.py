@@ -186,7 +186,7 @@ def test_a_failed_checkpoint_save_stops_the_run_in_one_line(data_dir, tmp_path):
   finally:
     run.kill()
   # The run's own word is the only line: the tracebacks orbax's abandoned threads and
-  # coroutines would print are hidden (train.hide_abandoned_save_noise).
+  # coroutines would print are hidden (train.abandoned_save_noise_hidden).
   ours = stderr.strip().splitlines()
   assert run.returncode == 1 and len(ours) == 1, stderr[-3000:]
   assert ours[0].startswith("error: saving a checkpoint in") and "resume" in ours[0]

@@ -20,6 +20,7 @@ from configs import _strategies, default
 from odsgd_jax import cluster, comm, domains, strategies
 from odsgd_jax.cluster import synchronous_schedule
 from odsgd_jax.strategies import AXIS, STRATEGIES, init_workers, worker_ticks
+from odsgd_jax.strategies import _tracing as tracing
 from odsgd_jax.train import SimulatedClock, clock_record
 from tests.helpers import REPO
 
@@ -112,11 +113,22 @@ _NETWORK = cluster.Network(bandwidth=1e6, latency=1e-3)
 _MODEL_BYTES, _MESSAGE_BYTES = 3 * 4, 1e6
 
 
+def sent_a_message(tick, *args):
+  """`tick(*args)`, run on concrete values equation by equation from its traced program
+  (`tracing.run`: a conditional runs only the branch it takes), and whether a message's
+  collective ran: an equation under the name scope that every message of `comm` carries
+  (`comm.MESSAGE_SCOPE`: `exchange`, `neighbour_mean`), however the strategy calls it."""
+  closed, out_shape = jax.make_jaxpr(tick, return_shape=True)(*args)
+  sent = []
+  outputs = tracing.run(closed, *jax.tree.leaves(args),
+                        visit=lambda eqn, scope: sent.append(tracing.in_message(scope)))
+  return jax.tree.unflatten(jax.tree.structure(out_shape), outputs), any(sent)
+
+
 def timing_mismatches(definition, options, num_ticks=10) -> list[str]:
   """The ticks on which the clock's charge and the strategy's messages disagree.
 
-  The strategy runs eagerly (`jax.disable_jit`: a conditional runs only the branch it
-  takes) with every message path of `comm` recorded (`exchange`, `neighbour_mean`);
+  Each tick runs on concrete values (`sent_a_message`: whether a message of `comm` ran);
   after each tick its metrics go to a `SimulatedClock` with its timeline, as the training
   loop's do. A tick that sent a message must be charged communication time; a tick that
   sent none must not.
@@ -124,33 +136,21 @@ def timing_mismatches(definition, options, num_ticks=10) -> list[str]:
   tx = definition.make(optax.sgd(0.05, momentum=0.5), axis_name=AXIS, **options)
   timeline = definition.make_timeline(_WORKERS, _NETWORK, _MESSAGE_BYTES, None, **options)
   clock = SimulatedClock(timeline, _WORKERS.step_time, _MODEL_BYTES, _MESSAGE_BYTES)
-  sent = []
-
-  def recorded(function):
-    def record(*args, **kwargs):
-      sent[-1] = True
-      return function(*args, **kwargs)
-    return record
-
   tick = worker_ticks(tx, lambda x, t, worker: (0.0, _quadratic_grad(x, worker)))
   x = jnp.zeros((NUM_WORKERS, 3))
   opt_state = init_workers(tx, x)
   mismatches = []
-  with pytest.MonkeyPatch.context() as patch, jax.disable_jit():
-    for path in ("exchange", "neighbour_mean"):
-      patch.setattr(comm, path, recorded(getattr(comm, path)))
-    for t in range(num_ticks):
-      schedule = jax.tree.map(jnp.asarray, clock.schedule(t))
-      sent.append(False)
-      old_state = opt_state
-      x, opt_state = tick(x, opt_state, t, schedule)
-      record = clock_record(definition, old_state, opt_state)
-      before = clock.totals["communication"].max()
-      clock.advance(t, {k: float(np.mean(v)) for k, v in record.items()})
-      charged = clock.totals["communication"].max() > before
-      if charged != sent[-1]:
-        mismatches.append(f"tick {t}: {'sent' if sent[-1] else 'sent nothing'} but "
-                          f"{'charged' if charged else 'not charged'}")
+  for t in range(num_ticks):
+    schedule = jax.tree.map(jnp.asarray, clock.schedule(t))
+    old_state = opt_state
+    (x, opt_state), sent = sent_a_message(tick, x, opt_state, jnp.int32(t), schedule)
+    record = clock_record(definition, old_state, opt_state)
+    before = clock.totals["communication"].max()
+    clock.advance(t, {k: float(np.mean(v)) for k, v in record.items()})
+    charged = clock.totals["communication"].max() > before
+    if charged != sent:
+      mismatches.append(f"tick {t}: {'sent' if sent else 'sent nothing'} but "
+                        f"{'charged' if charged else 'not charged'}")
   return mismatches
 
 
@@ -171,14 +171,51 @@ def registry(monkeypatch):
   return strategies._registry.STRATEGIES
 
 
-def test_a_copy_of_local_sgd_without_its_round_marker_is_timed_wrongly_and_caught(registry):
+def test_a_copy_of_local_sgd_without_its_round_marker_is_refused_and_timed_wrongly(registry):
+  """Registration reads off its update that it sends inside a conditional only; were it
+  registered, the clock would charge every tick, and the tick-by-tick check says which."""
   local_sgd = STRATEGIES["local_sgd"]
-  copy = strategies.register(dataclasses.replace(local_sgd, name="local_sgd_copy",
-                                                 sends=strategies.EVERY_TICK))
+  copy = dataclasses.replace(local_sgd, name="local_sgd_copy", sends=strategies.EVERY_TICK)
+  with pytest.raises(ValueError, match="strategy 'local_sgd_copy': sends=EVERY_TICK, but its "
+                                       "update sends its messages only inside a conditional"):
+    strategies.register(copy)
   assert timing_mismatches(local_sgd, {"period": 3}) == []
   mismatches = timing_mismatches(copy, {"period": 3})
   assert mismatches == [f"tick {t}: sent nothing but charged" for t in range(10)
                         if (t + 1) % 3]
+
+
+@domains.declared(period=domains.integer(1), compression=comm.COMPRESSION)
+def _ssgd_with_a_period(inner, *, axis_name, period=4, compression=None):
+  """ssgd that takes a period (which local SGD's timeline reads) and ignores it."""
+  del period
+  return strategies.ssgd(inner, axis_name=axis_name, compression=compression)
+
+
+def test_a_round_marker_on_a_strategy_that_sends_every_tick_is_refused(registry):
+  local_sgd = STRATEGIES["local_sgd"]
+  with pytest.raises(ValueError, match="strategy 'ssgd_in_rounds': sends='local_sgd_round_end' "
+                                       "says some ticks send nothing, but its update sends a "
+                                       "message on every tick: sends=EVERY_TICK"):
+    strategies.register(dataclasses.replace(local_sgd, name="ssgd_in_rounds",
+                                            make=_ssgd_with_a_period, defaults=None,
+                                            examples=(strategies.Example({}, 1, "momentum"),)))
+
+
+def test_a_misspelled_option_of_an_example_or_a_default_is_refused(registry):
+  ssgd = STRATEGIES["ssgd"]
+  with pytest.raises(ValueError, match=r"strategy 'typo': example 1: 'compresion' is not an "
+                                       r"option of its factory \(options: compression"):
+    strategies.register(dataclasses.replace(ssgd, name="typo", examples=(
+        ssgd.examples[0], strategies.Example({"compresion": "topk:0.1"}, 1, "momentum"))))
+  with pytest.raises(ValueError, match=r"strategy 'typo': defaults: 'compresion' is not an "
+                                       r"option"):
+    strategies.register(dataclasses.replace(ssgd, name="typo",
+                                            defaults={"compresion": "topk:0.1"}))
+  with pytest.raises(ValueError, match=r"strategy 'typo': example 0: compression"):
+    strategies.register(dataclasses.replace(ssgd, name="typo", examples=(
+        strategies.Example({"compression": "topk:2"}, 1, "momentum"),)))
+  assert "typo" not in registry
 
 
 @domains.declared(compression=comm.COMPRESSION)
@@ -193,10 +230,12 @@ def _never_communicates(inner, *, axis_name, compression=None):
               inner.update(grads, state.inner_state, params)))
 
 
-def test_a_copy_of_ssgd_that_never_communicates_fails_convergence_and_timing(registry):
+def test_a_copy_of_ssgd_that_never_communicates_is_refused_and_fails_the_checks(registry):
   ssgd = STRATEGIES["ssgd"]
-  copy = strategies.register(dataclasses.replace(ssgd, name="lonely_ssgd",
-                                                 make=_never_communicates))
+  copy = dataclasses.replace(ssgd, name="lonely_ssgd", make=_never_communicates)
+  with pytest.raises(ValueError, match="strategy 'lonely_ssgd': its update sends no message "
+                                       "through odsgd_jax.comm"):
+    strategies.register(copy)
   assert distance_to_optimum(ssgd) < 1e-3
   assert distance_to_optimum(copy) > 0.5  # worker 0 sits at its own minimum
   assert len(timing_mismatches(copy, {})) == 10  # charged an all-reduce it never sent
@@ -291,13 +330,6 @@ def test_a_timeline_reading_an_option_the_factory_lacks_is_refused(registry):
                                  warmup_steps=7)
   assert timeline.warmup_steps == 7
   assert {"ssgd_warm", "ssgd_swallows"}.isdisjoint(registry)
-
-
-def test_a_field_declared_replaced_each_tick_must_be_in_the_state(registry):
-  with pytest.raises(ValueError, match=r"replaced_each_tick names \['pending'\], which its "
-                                       r"state does not have"):
-    strategies.register(dataclasses.replace(STRATEGIES["odsgd"], name="odsgd_renamed",
-                                            replaced_each_tick=("params", "pending")))
 
 
 def test_registering_the_strategies_does_not_start_jaxs_backend():

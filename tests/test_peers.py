@@ -51,10 +51,11 @@ def test_a_failed_collective_is_a_peer_failure_only_between_processes(two_proces
 
 
 def test_across_processes_names_what_was_being_done_and_for_how_long(two_processes):
-  parallel.now_doing("saving the checkpoint of step 60")
+  activity = parallel.Activity()
+  activity.now("saving the checkpoint of step 60")
   time.sleep(0.2)
   with pytest.raises(parallel.PeerLostError) as lost:
-    with parallel.across_processes():
+    with parallel.across_processes(activity):
       raise _wrapped(jax.errors.JaxRuntimeError(GLOO))
   message = str(lost.value)
   assert message.startswith("a collective between the 2 processes failed while saving the "
@@ -62,7 +63,7 @@ def test_across_processes_names_what_was_being_done_and_for_how_long(two_process
   assert "Connection reset by peer" in message and "probably died" in message
   assert "\n" not in message
   with pytest.raises(KeyError):  # anything else passes unchanged
-    with parallel.across_processes():
+    with parallel.across_processes(activity):
       raise KeyError("not a peer")
 
 
@@ -86,9 +87,10 @@ def test_a_save_whose_collective_failed_is_passed_on_as_the_peer_failure_it_is(
   monkeypatch.setattr(jax, "process_count", lambda: 2)  # once orbax has opened the folder
   gloo = _wrapped(jax.errors.JaxRuntimeError(GLOO))
   monkeypatch.setattr(checkpoints._manager, "save", _raising(gloo))
+  activity = parallel.Activity()
   with pytest.raises(parallel.PeerLostError, match="while saving the checkpoint of step 3"):
-    with parallel.across_processes():
-      parallel.now_doing("saving the checkpoint of step 3")
+    with parallel.across_processes(activity):
+      activity.now("saving the checkpoint of step 3")
       checkpoints.save(3, {"x": 1.0}, {})
   checkpoints.close()  # returns at once: a failed save is not waited for
 
@@ -125,7 +127,8 @@ TIMEOUT_S = 0.5
 
 
 def _watch(store, process, reports):
-  return parallel.PeerWatch(TIMEOUT_S, reports, client=store, process=process, processes=2)
+  return parallel.PeerWatch(TIMEOUT_S, reports, parallel.Activity("training"), client=store,
+                            process=process, processes=2)
 
 
 def test_the_watch_reports_a_silent_process_and_only_it():

@@ -18,9 +18,9 @@ from odsgd_jax.parallel._multihost import initialize as initialize
 from odsgd_jax.parallel._multihost import local_workers as local_workers
 from odsgd_jax.parallel._multihost import put_batch as put_batch
 from odsgd_jax.parallel._multihost import put_global as put_global
+from odsgd_jax.parallel._peers import Activity as Activity
 from odsgd_jax.parallel._peers import PeerLostError as PeerLostError
 from odsgd_jax.parallel._peers import PeerWatch as PeerWatch
 from odsgd_jax.parallel._peers import across_processes as across_processes
 from odsgd_jax.parallel._peers import causes as causes
 from odsgd_jax.parallel._peers import is_peer_failure as is_peer_failure
-from odsgd_jax.parallel._peers import now_doing as now_doing

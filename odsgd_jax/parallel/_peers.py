@@ -30,20 +30,22 @@ _PEER_WORDS = re.compile(
     r"gloo|peer|connection|socket|barrier|heartbeat|coordination|unhealthy|"
     r"DEADLINE_EXCEEDED|UNAVAILABLE|ABORTED|CANCELLED|preemption", re.IGNORECASE)
 
-_activity = ("starting", time.monotonic())
+class Activity:
+  """What this process is doing ("saving the checkpoint of step 60") and since when: what
+  a message names if another process turns out to be dead while it is at it. One per
+  run, kept by its loop, which notes each thing it starts (`now`), and read by
+  `across_processes` and `PeerWatch`."""
 
+  def __init__(self, what: str = "starting"):
+    self._what, self._since = what, time.monotonic()
 
-def now_doing(what: str) -> None:
-  """Notes what this process starts now ("saving the checkpoint of step 60"): what the
-  message names if another process turns out to be dead while it is at it."""
-  global _activity
-  _activity = (what, time.monotonic())
+  def now(self, what: str) -> None:
+    """Notes what this process starts now."""
+    self._what, self._since = what, time.monotonic()
 
-
-def doing() -> tuple[str, float]:
-  """What this process is doing, and for how many seconds it has been."""
-  what, since = _activity
-  return what, time.monotonic() - since
+  def doing(self) -> tuple[str, float]:
+    """What this process is doing, and for how many seconds it has been."""
+    return self._what, time.monotonic() - self._since
 
 
 def causes(error: BaseException) -> Iterator[BaseException]:
@@ -86,37 +88,38 @@ class PeerLostError(RuntimeError):
   what it was doing, how long it waited, and how to go on."""
 
   @classmethod
-  def collective_failed(cls, error: BaseException) -> "PeerLostError":
-    what, waited_s = doing()
+  def collective_failed(cls, error: BaseException, activity: Activity) -> "PeerLostError":
+    what, waited_s = activity.doing()
     return cls(f"a collective between the {jax.process_count()} processes failed while "
                f"{what}, after waiting {waited_s:.1f} s "
                f"({_first_line(_failed_collective(error) or error)}): "
                f"another process of this run has probably died. {_RERUN}")
 
   @classmethod
-  def silent(cls, process: int, silent_s: float) -> "PeerLostError":
-    what, _ = doing()
+  def silent(cls, process: int, silent_s: float, activity: Activity) -> "PeerLostError":
+    what, _ = activity.doing()
     return cls(f"process {process} of this run has given no sign of life for {silent_s:.0f} s "
                f"(this one was {what}): it has probably died. {_RERUN}")
 
   @classmethod
-  def coordinator_gone(cls, cause: BaseException) -> "PeerLostError":
-    what, waited_s = doing()
+  def coordinator_gone(cls, cause: BaseException, activity: Activity) -> "PeerLostError":
+    what, waited_s = activity.doing()
     return cls(f"the coordinator of this run (process 0) stopped answering while this process "
                f"was {what}, after {waited_s:.1f} s ({_first_line(cause)}): it has probably "
                f"died. {_RERUN}")
 
 
 @contextlib.contextmanager
-def across_processes() -> Iterator[None]:
+def across_processes(activity: Activity) -> Iterator[None]:
   """Raises `PeerLostError` for a collective between the processes that fails inside the
-  block (named by `now_doing`); other errors pass unchanged."""
+  block (naming what `activity` says this process was doing); other errors pass
+  unchanged."""
   try:
     yield
   except Exception as error:
     if isinstance(error, PeerLostError) or not is_peer_failure(error):
       raise
-    raise PeerLostError.collective_failed(error) from error
+    raise PeerLostError.collective_failed(error, activity) from error
 
 
 _BEATS = "odsgd_jax/beats/"
@@ -135,11 +138,13 @@ class PeerWatch:
   error of its own) says it finished; one that is killed cannot.
   """
 
-  def __init__(self, timeout_s: float, on_lost: Callable[[PeerLostError], None], *,
-               client=None, process: int | None = None, processes: int | None = None):
-    """`client`, `process`, `processes`: JAX's distributed client, this process's index
-    and the count of processes (a test gives stand-ins)."""
-    self._timeout_s, self._on_lost = timeout_s, on_lost
+  def __init__(self, timeout_s: float, on_lost: Callable[[PeerLostError], None],
+               activity: Activity, *, client=None, process: int | None = None,
+               processes: int | None = None):
+    """`activity`: what this process is doing (the run's, which its loop notes);
+    `client`, `process`, `processes`: JAX's distributed client, this process's index and
+    the count of processes (a test gives stand-ins)."""
+    self._timeout_s, self._on_lost, self._noted = timeout_s, on_lost, activity
     self._client = distributed.global_state.client if client is None else client
     self._me = jax.process_index() if process is None else process
     self._processes = jax.process_count() if processes is None else processes
@@ -169,7 +174,7 @@ class PeerWatch:
         finished = {key.rsplit("/", 1)[-1] for key, _ in self._client.key_value_dir_get(_FINISHED)}
       except Exception as error:  # noqa: BLE001 - the store is gone with the coordinator
         if not self._stopped.is_set():
-          self._on_lost(PeerLostError.coordinator_gone(error))
+          self._on_lost(PeerLostError.coordinator_gone(error, self._noted))
         return
       now = time.monotonic()
       for process in range(self._processes):
@@ -180,7 +185,7 @@ class PeerWatch:
         if beats.get(key) != value:
           last_seen[key] = (beats.get(key), now)
         elif now - moved > self._timeout_s and not self._stopped.is_set():
-          self._on_lost(PeerLostError.silent(process, now - moved))
+          self._on_lost(PeerLostError.silent(process, now - moved, self._noted))
           return
       if self._stopped.wait(self._timeout_s / 5):
         return

@@ -267,11 +267,17 @@ def _taint(jaxpr: Any, tainted_inputs: list[bool], found: list[str]) -> list[boo
   return [is_tainted(atom) for atom in jaxpr.outvars]
 
 
+def in_message(scope: str) -> bool:
+  """Whether the name scope `scope` (e.g. "vmap(message)/jit(pmean)") is a message's
+  (`comm.MESSAGE_SCOPE`), under whatever transformation."""
+  return re.search(rf"(^|[/(]){re.escape(comm.MESSAGE_SCOPE)}([/)]|$)", scope) is not None
+
+
 def is_message(eqn: Any, scope: str = "") -> bool:
   """Whether `eqn` (under the name scope `scope`) is a collective of a message
   (`comm.exchange`, `comm.neighbour_mean`), not of bookkeeping."""
   return (eqn.primitive.name in COLLECTIVES
-          and comm.MESSAGE_SCOPE in f"{scope}/{eqn.source_info.name_stack}".split("/"))
+          and in_message(f"{scope}/{eqn.source_info.name_stack}"))
 
 
 def sends_every_tick(jaxpr: Any, scope: str = "") -> bool:

@@ -18,7 +18,7 @@ from odsgd_jax.study._readme import SectionError, repository_root, section_page
 from odsgd_jax.study._targets import PilotsDivergedError
 from odsgd_jax.study._runner import (Keeping, RunResult, StudyPaused, check_output,
                                      default_processes, run_study, share_accelerator_memory)
-from odsgd_jax.train import ConfigError, WorkdirError, hide_abandoned_save_noise
+from odsgd_jax.train import ConfigError, WorkdirError, abandoned_save_noise_hidden
 
 
 class _ScriptParser(argparse.ArgumentParser):
@@ -248,7 +248,6 @@ def run_main(main: Callable[[], None]) -> None:
   """Runs a script's `main`; a bad flag, config, data set, config file or section ends it
   with one line (exit status 1) instead of a traceback, before any run starts; so does a
   folder that cannot be written, and pilots that all diverged (no target to time)."""
-  hide_abandoned_save_noise()
   # Before JAX's backend starts: the study's runs are compared, so they resume bit for bit
   # on a GPU too (XLA_FLAGS=--xla_gpu_deterministic_ops=false measures without), and
   # several processes share one GPU (each would otherwise take 75% of its memory). On a CPU
@@ -258,7 +257,8 @@ def run_main(main: Callable[[], None]) -> None:
   xla_flags.simulate_host_devices()
   share_accelerator_memory()
   try:
-    main()
+    with abandoned_save_noise_hidden():  # a run's failed save is said in one line
+      main()
   except StudyPaused as paused:
     print(f"stopped launching runs at --stop_after: {paused}, and any later studies of this "
           f"script; commit the records, then continue with: {continue_command()}", flush=True)

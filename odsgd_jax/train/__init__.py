@@ -2,7 +2,7 @@
 
 from odsgd_jax.train._checkpoint import CheckpointError as CheckpointError
 from odsgd_jax.train._checkpoint import Checkpoints as Checkpoints
-from odsgd_jax.train._checkpoint import hide_abandoned_save_noise as hide_abandoned_save_noise
+from odsgd_jax.train._checkpoint import abandoned_save_noise_hidden as abandoned_save_noise_hidden
 from odsgd_jax.train._compile_cache import use_compilation_cache as use_compilation_cache
 from odsgd_jax.train._evaluate import Evaluator as Evaluator
 from odsgd_jax.train._experiment import Experiment as Experiment

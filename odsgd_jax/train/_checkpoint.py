@@ -1,9 +1,10 @@
 """Orbax checkpoints of a run: train state (strategy state inside) and progress."""
 
+import contextlib
 import logging
 import re
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 import jax
 import orbax.checkpoint as ocp
@@ -19,16 +20,18 @@ _STORAGE_WORDS = re.compile(
     re.IGNORECASE)
 
 
-def hide_abandoned_save_noise() -> None:
-  """Hides the tracebacks that a failed save or restore leaves behind, which the run
-  says in one line: "Exception ignored in <coroutine ...>" of orbax's and TensorStore's
-  abandoned coroutines, and TensorStore's callbacks into an event loop orbax has closed
-  ("RuntimeError: Event loop is closed", dozens on a full disk), and asyncio's "Task
-  exception was never retrieved" of orbax's abandoned tasks. Every other error is printed
-  as before. For entry points (the train command, the study scripts), not for a library
-  user's process."""
+@contextlib.contextmanager
+def abandoned_save_noise_hidden() -> Iterator[None]:
+  """Inside the block, hides the tracebacks that a failed save or restore leaves behind,
+  which the run says in one line: "Exception ignored in <coroutine ...>" of orbax's and
+  TensorStore's abandoned coroutines, and TensorStore's callbacks into an event loop orbax
+  has closed ("RuntimeError: Event loop is closed", dozens on a full disk), and asyncio's
+  "Task exception was never retrieved" of orbax's abandoned tasks. Every other error is
+  printed as before, and on leaving the block the process's hook and asyncio's log are as
+  they were. For entry points (the train command, the study scripts), around the run and
+  its exit after an error, not for a library user's process."""
   default = sys.unraisablehook
-  logging.getLogger("asyncio").addFilter(_not_an_abandoned_orbax_task)
+  asyncio_log = logging.getLogger("asyncio")
 
   def hook(unraisable):
     code = getattr(unraisable.object, "cr_code", None)
@@ -37,7 +40,13 @@ def hide_abandoned_save_noise() -> None:
       return
     default(unraisable)
 
+  asyncio_log.addFilter(_not_an_abandoned_orbax_task)
   sys.unraisablehook = hook
+  try:
+    yield
+  finally:
+    sys.unraisablehook = default
+    asyncio_log.removeFilter(_not_an_abandoned_orbax_task)
 
 
 def _not_an_abandoned_orbax_task(record: logging.LogRecord) -> bool:

@@ -109,7 +109,6 @@ def _open_splits_in_turn(name: str, data_dir: str | None) -> Splits:
     return _open_splits_once(name, resolve_data_dir(data_dir))
   if jax.process_index() == 0:
     splits = open_splits(name, data_dir)
-  parallel.now_doing("waiting for process 0 to prepare the data set")
   multihost_utils.sync_global_devices("odsgd_jax: data set prepared")
   if jax.process_index() != 0:
     splits = open_splits(name, data_dir)

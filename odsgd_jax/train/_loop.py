@@ -73,8 +73,9 @@ class _Run:
   handler) is closed by `run`, or by the constructor when it fails."""
 
   def __init__(self, experiment: Experiment, workdir: epath.Path, batches: BatchSource | None,
-               hooks: Sequence[Hook]):
+               hooks: Sequence[Hook], activity: parallel.Activity):
     self.x, self.workdir, self.hooks = experiment, workdir, list(hooks)
+    self.activity = activity  # what this process is doing, for a lost peer's message
     self.cfg = experiment.config.train
     self.is_writer = jax.process_index() == 0
     self.workers = parallel.local_workers(experiment.worker_mesh)
@@ -88,7 +89,7 @@ class _Run:
     self.checkpoints = self.writer = self.bar = None  # closed by `close`
     self.preemption = PreemptionNotice()  # from the start: a SIGTERM while resuming counts
     try:
-      parallel.now_doing("opening the checkpoints")
+      self.activity.now("opening the checkpoints")
       self.checkpoints = Checkpoints(workdir, self.cfg.max_checkpoints)
       self.resumed_step = self.checkpoints.latest_step()
       self.state, self.progress = self._resume()
@@ -110,7 +111,7 @@ class _Run:
 
   def _resume(self) -> tuple[TrainState, Progress]:
     """The latest checkpoint's state and progress, or a fresh start; data moved there."""
-    parallel.now_doing("resuming from the latest checkpoint")
+    self.activity.now("resuming from the latest checkpoint")
     state, saved = self.x.init_state(), {}
     if self.resumed_step is not None:
       state, saved = self.checkpoints.restore(self.resumed_step, state, self.identity)
@@ -122,7 +123,7 @@ class _Run:
 
   def step(self, step: int) -> tuple[int, bool, Any]:
     """Dispatches step `step` (1-based); returns what `StepLog.record` takes."""
-    parallel.now_doing(f"running step {step}")
+    self.activity.now(f"running step {step}")
     for hook in self.hooks:
       hook.before_step(step)
     schedule = self.progress.clock.schedule(step - 1)
@@ -149,7 +150,7 @@ class _Run:
       self.bar.update(1)
       eval_due = step == self.cfg.num_steps or step == self.progress.next_evaluation
       save_due = step % self.cfg.checkpoint_every == 0 or step == self.cfg.num_steps
-      parallel.now_doing(f"agreeing whether the run was preempted at step {step}")
+      self.activity.now(f"agreeing whether the run was preempted at step {step}")
       preempted = self.preemption.requested(step)
       if preempted or eval_due or save_due:
         self.log.record(*in_flight)
@@ -165,7 +166,7 @@ class _Run:
       self.log.record(*in_flight)
 
   def evaluated(self, step: int) -> dict[str, float]:
-    parallel.now_doing(f"evaluating after step {step}")
+    self.activity.now(f"evaluating after step {step}")
     evaluation = self.evaluator(self.state)
     if self.final_evaluator is not None and step == self.cfg.num_steps:
       evaluation.update(self.final_evaluator(self.state))
@@ -190,7 +191,7 @@ class _Run:
       hook.after_eval(step, self.evaluation)
 
   def save(self, step: int) -> None:
-    parallel.now_doing(f"saving the checkpoint of step {step}")
+    self.activity.now(f"saving the checkpoint of step {step}")
     for hook in self.hooks:
       hook.before_save(step)
     self.checkpoints.save(step, self.state, self.progress.state_dict(self.identity))
@@ -203,7 +204,7 @@ class _Run:
         process has probably died); the checkpoints being written are not waited for.
     """
     try:
-      with parallel.across_processes():
+      with parallel.across_processes(self.activity):
         for hook in self.hooks:
           hook.on_start(self.x, self.state)
         started = time.perf_counter()
@@ -212,9 +213,9 @@ class _Run:
         self.loop_s = time.perf_counter() - started  # the training loop, evaluations included
         if self.evaluation is None:  # resumed a finished run: report it again
           self.evaluation = self.evaluated(self.cfg.num_steps)
-        parallel.now_doing("saving the model")
+        self.activity.now("saving the model")
         save_model(self.workdir / "model", model_variables(self.state, self.x.strategy.definition))
-        parallel.now_doing("writing the last checkpoint")
+        self.activity.now("writing the last checkpoint")
         self.checkpoints.close()
     except parallel.PeerLostError:
       self.checkpoints.abandon()  # finishing its saves needs the dead process: it would hang
@@ -246,8 +247,8 @@ def _warn_if_not_deterministic(config: ml_collections.ConfigDict) -> None:
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
-                       batches: BatchSource | None = None,
-                       hooks: Sequence[Hook] = ()) -> dict[str, Any]:
+                       batches: BatchSource | None = None, hooks: Sequence[Hook] = (),
+                       activity: parallel.Activity | None = None) -> dict[str, Any]:
   """Trains `config`'s model with its strategy, evaluating and checkpointing.
 
   A workdir that already holds a checkpoint resumes from its latest step and
@@ -263,6 +264,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
     batches: where the tick's batches come from instead of the config's data
       pipeline (e.g. one batch kept on the devices, to time the loop without input).
     hooks: `Hook`s called around every step and evaluation.
+    activity: where the loop notes what it is doing (a step, an evaluation, a save), which
+      a lost peer's message names; a `parallel.PeerWatch` of the run reads the same one.
 
   Returns:
     The summary also written to `workdir/summary.json`.
@@ -276,15 +279,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
     parallel.PeerLostError: several processes, and a collective between them failed
       (another one has probably died); the complete checkpoints are intact.
   """
-  parallel.now_doing("starting")
-  with parallel.across_processes():  # the data set's barrier, opening the checkpoints
+  activity = activity or parallel.Activity()
+  # the data set's barrier: process 0 prepares it while the others wait
+  activity.now("building the experiment (process 0 prepares the data set first)")
+  with parallel.across_processes(activity):  # the data set's barrier
     experiment = build_experiment(config)
     path = prepare_workdir(workdir)
   _warn_if_not_deterministic(config)
   lock = WorkdirLock(path)  # before anything in the workdir is read or written
   try:
-    with parallel.across_processes():
-      run = _Run(experiment, path, batches, hooks)
+    with parallel.across_processes(activity):  # opening the checkpoints
+      run = _Run(experiment, path, batches, hooks, activity)
     summary = run.run()
     if jax.process_index() == 0:
       write_json_atomically(path / CLOCK_FILE, run.progress.clock.record())

@@ -85,12 +85,15 @@ class StepProgram:
   Those travel as a separate, non-donated argument (JAX donates whole arguments): the
   state is flattened, split, and joined again around the call."""
 
-  def __init__(self, setup: StepSetup, norms: bool, split_donation: bool = True):
-    self.split_donation = split_donation
-    step = lambda state, batch, schedule: train_step(state, batch, schedule, setup=setup,
-                                                     norms=norms)
-    # every input kept in the program: its parameters are the flattened inputs, in order
-    self.whole = jax.jit(step, donate_argnums=0, keep_unused=True)
+  def __init__(self, setup: StepSetup, norms: bool, split_donation: bool = True,
+               name: str = "train_step"):
+    """`name`: the program's, as JAX names its compilations (`jax_log_compiles`, and
+    `jax.monitoring`'s events: how the tests count them)."""
+    self.name, self.split_donation = name, split_donation
+
+    def step(state, batch, schedule):
+      return train_step(state, batch, schedule, setup=setup, norms=norms)
+
     self._layouts: dict[Any, tuple[bool, ...] | None] = {}
 
     def split_step(layout, donated, kept_leaves, batch, schedule):
@@ -101,7 +104,10 @@ class StepProgram:
       # buffer to the first output of its shape, so each gets its own new value.
       return (*_split(treedef.flatten_up_to(new_state), mask), metrics)
 
-    self.split = jax.jit(split_step, static_argnums=0, donate_argnums=1)
+    step.__name__, split_step.__name__ = name, f"{name}_split"
+    # every input kept in the program: its parameters are the flattened inputs, in order
+    self.whole = jax.jit(step, donate_argnums=0, keep_unused=True)
+    self.split = jax.jit(split_step, static_argnums=0, donate_argnums=1, keep_unused=True)
 
   def _layout(self, state: TrainState, batch: Any,
               schedule: Any) -> tuple[Any, tuple[bool, ...]] | None:
@@ -178,7 +184,8 @@ class TrainStep:
     key = (norms, self.program_tick(tick))
     if key not in self.programs:
       setup = dataclasses.replace(self.setup, tx=ticks.from_tick(self.setup.tx, key[1]))
-      self.programs[key] = StepProgram(setup, norms, self.split_donation)
+      name = f"train_step{'_norms' if norms else ''}_from_tick_{key[1]}"
+      self.programs[key] = StepProgram(setup, norms, self.split_donation, name)
     return self.programs[key]
 
   def __call__(self, state: TrainState, batch: Any, schedule: Any, tick: int = 0,
