@@ -36,7 +36,8 @@ import numpy as np
 from odsgd_jax import study
 from odsgd_jax.cluster import PRESETS, WORKLOADS, Overlap
 from odsgd_jax.study import _tuning as tuning
-from odsgd_jax.study import clock_validation, verdicts
+from odsgd_jax.cluster import validation as clock_validation
+from odsgd_jax.study import verdicts
 
 PAPER_SCALING = {64: 0.934, 128: 0.905}  # pseudo-sync paper: weak-scaling efficiency on Tianhe-2
 # "Near-linear" strong scaling at 128 nodes, read as an efficiency of at least the paper's

@@ -27,7 +27,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from odsgd_jax import study  # noqa: E402
 from odsgd_jax.cluster import PRESETS, WORKLOADS, Overlap  # noqa: E402
-from odsgd_jax.study import clock_validation  # noqa: E402
+from odsgd_jax.cluster import validation as clock_validation  # noqa: E402
 
 PAPER = {64: 0.934, 128: 0.905}  # Wen et al., pseudo-synchronous SGD on Tianhe-2
 SIZES = [2**k for k in range(13)]  # 1 .. 4096

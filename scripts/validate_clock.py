@@ -19,7 +19,7 @@ fitted rows (coordinate descent over fixed grids until no constant moves, about 
 minutes on 2 cores) and prints them.
 
 --cross-validate refits them once per family of the fitted set without it (about an hour
-on 2 cores) and stores the folds in odsgd_jax/study/clock_error.json, which the table and
+on 2 cores) and stores the folds in odsgd_jax/cluster/clock_error.json, which the table and
 every scaling figure read.
 """
 
@@ -32,7 +32,7 @@ import numpy as np
 
 from odsgd_jax import study
 from odsgd_jax.cluster import calibration
-from odsgd_jax.study import clock_validation as cv
+from odsgd_jax.cluster import validation as cv
 
 WITHIN = 10.0  # points
 

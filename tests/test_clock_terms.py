@@ -21,7 +21,7 @@ from odsgd_jax import cluster
 from odsgd_jax.cluster import (Network, Overlap, PipelinedTimeline, SynchronousTimeline,
                                Workers, calibration)
 from odsgd_jax.models import gradient_profile
-from odsgd_jax.study import clock_validation as cv
+from odsgd_jax.cluster import validation as cv
 from tests.helpers import REPO
 
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from configs import _strategies
-from odsgd_jax.study import clock_validation
+from odsgd_jax.cluster import validation as clock_validation
 from odsgd_jax.cluster import PRESETS
 from odsgd_jax.train import train_and_evaluate
 

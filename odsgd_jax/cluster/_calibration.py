@@ -2,7 +2,7 @@
 
 Cited values come from published measurements. The rest were fitted once, for all cases
 alike, on the fitted half of the published scaling measurements in
-odsgd_jax/study/clock_validation.py (`python scripts/validate_clock.py --fit` prints
+odsgd_jax/cluster/validation.py (`python scripts/validate_clock.py --fit` prints
 them; tests/test_clock_terms.py checks that the values here are its output), and
 are judged on the other, held-out half (docs/clock.md).
 """

@@ -19,7 +19,7 @@ import numpy as np
 from odsgd_jax import cluster
 from odsgd_jax.cluster import calibration
 from odsgd_jax.study import _records as records_lib
-from odsgd_jax.study import clock_validation
+from odsgd_jax.cluster import validation as clock_validation
 from odsgd_jax.study._aggregate import Group
 from odsgd_jax.study._runner import RunResult
 from odsgd_jax.study._stats import mean_ci

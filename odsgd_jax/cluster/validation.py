@@ -29,8 +29,7 @@ import numpy as np
 
 from odsgd_jax.cluster import Network, Overlap, SynchronousTimeline, Workers, calibration
 
-MEASUREMENTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                            "cluster", "measurements")
+MEASUREMENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "measurements")
 
 # The clock's revisions so far (docs/clock.md). A case's first look was computed at a
 # revision; while none has been made since, its prediction is its first look
