@@ -87,5 +87,6 @@ def settled_tick(name, **options):
   tx = strategies.resolve(name, options, inner_momentum).make(optax.sgd(0.1), strategies.AXIS)
   x = jax.ShapeDtypeStruct((DIM,), jnp.float32)
   schedule = jax.tree.map(jnp.asarray, synchronous_schedule(0, N))
+  loss = jax.ShapeDtypeStruct((), jnp.float32)
   return strategies.ticks.settled_from(tx, jax.eval_shape(tx.init, x), {strategies.AXIS: N}, x,
-                                       schedule=schedule, loss=jax.ShapeDtypeStruct((), jnp.float32))
+                                       schedule=schedule, loss=loss)
