@@ -6,9 +6,9 @@ only what it knew before the tick's gradient: the pending gradients of the tick 
 the parameters the gradient is taken at. An exchange of anything computed from this tick's
 gradient (ssgd's all-reduce, or a mean inside a conditional that reads this tick's updated
 parameters) cannot start before the backward pass ends, and timing it as overlapped would
-flatter the strategy. `gradient_exchanges` traces one worker's update of its settled ticks
+flatter the strategy. `settled_update` traces one worker's update of its settled ticks
 (`ticks.settled_from`; a warm-up is timed as synchronous) with the worker axis bound, and
-follows the gradient through the program's equations into its collectives.
+`gradient_exchanges` follows the gradient through its equations into its collectives.
 """
 
 from typing import Any
@@ -40,9 +40,8 @@ def settled_update(make: Any, options: dict[str, Any]) -> Any:
   return tracing.update_jaxpr(ticks.from_tick(tx, settled), state, extra_args=extra_args)
 
 
-def gradient_exchanges(make: Any, options: dict[str, Any]) -> list[str]:
-  """The collectives of the settled ticks' update of `make(inner, axis_name, **options)`
-  (one worker's, with the worker axis bound) whose operands depend on the tick's gradient."""
-  jaxpr = settled_update(make, options).jaxpr
+def gradient_exchanges(update: Any) -> list[str]:
+  """The collectives of `update` (a settled update's program, `settled_update`) whose
+  operands depend on the tick's gradient."""
   gradient = len(jax.tree.leaves(tracing.STAND_IN))  # the first inputs: this tick's gradient
-  return tracing.collectives_reading(jaxpr, [i < gradient for i in range(len(jaxpr.invars))])
+  return tracing.collectives_reading(update, [i < gradient for i in range(len(update.invars))])

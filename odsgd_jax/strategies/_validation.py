@@ -41,7 +41,9 @@ def problems(definition: StrategyDef) -> str | None:
     problem = _options_problem(where, given, options, definition.make.domains)
     if problem is not None:
       return problem
-  return _timeline_problem(definition, options) or _sends_problem(definition)
+  # each example's settled update, traced once (the first always: what it sends)
+  updates = {0: _overlap.settled_update(definition.make, dict(definition.examples[0].options))}
+  return _timeline_problem(definition, options, updates) or _sends_problem(definition, updates[0])
 
 
 def _name(function: Any) -> str:
@@ -63,7 +65,8 @@ def _options_problem(where: str, given: Mapping[str, Any], options: Mapping[str,
   return None
 
 
-def _timeline_problem(definition: StrategyDef, options: dict[str, Any]) -> str | None:
+def _timeline_problem(definition: StrategyDef, options: dict[str, Any],
+                      updates: dict[int, Any]) -> str | None:
   """Why its timeline cannot time it: an option the rule reads that the factory lacks, a
   rule that takes options by `**`, or an exchange timed beside the compute that waits
   for the tick's gradient (with the options of any example)."""
@@ -77,21 +80,25 @@ def _timeline_problem(definition: StrategyDef, options: dict[str, Any]) -> str |
     return (f"timeline {timeline.__name__} reads option {lacking[0]!r}, which its factory does "
             f"not take (options: {', '.join(sorted(options)) or 'none'}); give the factory "
             f"that option or register another timeline")
-  for example in definition.examples:
-    problem = overlap_problem(definition, example.options)
+  for i, example in enumerate(definition.examples):
+    problem = overlap_problem(definition, example.options, updates.get(i))
     if problem is not None:
       return problem
   return None
 
 
-def overlap_problem(definition: StrategyDef, options: Mapping[str, Any]) -> str | None:
+def overlap_problem(definition: StrategyDef, options: Mapping[str, Any],
+                    update: Any = None) -> str | None:
   """Why `definition` with `options` cannot be timed by its timeline, if that rule runs a
-  tick's exchange beside the tick's compute: an exchange of its update that waits for the
-  tick's gradient (odsgd_jax/strategies/_overlap.py)."""
+  tick's exchange beside the tick's compute: an exchange of its update (`update`, its
+  settled update's program, traced here if not given) that waits for the tick's gradient
+  (odsgd_jax/strategies/_overlap.py)."""
   timeline = definition.timeline
   if not timeline.overlaps_compute(**definition.timeline_options(**options)):
     return None
-  waiting = _overlap.gradient_exchanges(definition.make, dict(options))
+  if update is None:
+    update = _overlap.settled_update(definition.make, dict(options))
+  waiting = _overlap.gradient_exchanges(update.jaxpr)
   if not waiting:
     return None
   return (f"timeline {timeline.__name__} runs a tick's exchange beside that tick's compute, "
@@ -101,13 +108,14 @@ def overlap_problem(definition: StrategyDef, options: Mapping[str, Any]) -> str 
           f"or register a timeline that waits (cluster.SynchronousTimeline)")
 
 
-def _sends_problem(definition: StrategyDef) -> str | None:
+def _sends_problem(definition: StrategyDef, settled: Any) -> str | None:
   """Why `sends` does not say when its update sends (its settled ticks' update with the
   first example's options): `EVERY_TICK` where its messages are all inside conditionals
   (some ticks send nothing), a function where a message goes on every path, or no message
-  through `comm` at all. A function must give one flag per worker."""
+  through `comm` at all. A function must give one flag per worker. `settled`: that
+  update's program."""
   options = dict(definition.examples[0].options)
-  update = _overlap.settled_update(definition.make, options).jaxpr
+  update = settled.jaxpr
   if not tracing.sends_ever(update):
     return ("its update sends no message through odsgd_jax.comm (exchange, neighbour_mean): "
             "send what the workers share through them, which the clock charges")
