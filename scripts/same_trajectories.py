@@ -3,8 +3,8 @@ that take other paths through its code, trained for 60 steps, their metrics.json
 clock.json compared field by field with another checkout's (the fields that time the
 machine aside). For a change that must preserve behaviour (issue 48's check, issue 63's).
 
-  python scripts/same_trajectories.py --output /tmp/after                   # this checkout
-  (cd ../before && python scripts/same_trajectories.py --output /tmp/before)  # the other
+  python scripts/same_trajectories.py --output /tmp/after                    # this checkout
+  python scripts/same_trajectories.py --output /tmp/before --repo ../before  # the other
   python scripts/same_trajectories.py --compare /tmp/before /tmp/after
 
 Each run is `python -m experiments.train` in its own process, with `--devices` simulated CPU
@@ -57,7 +57,7 @@ MACHINE_FIELDS = ("wall_time", "steps_per_s", "time_s", "input_s", "loop_s", "ev
                   "eval_s", "compile")
 
 
-def run_all(output: str, devices: int, names: list[str]) -> None:
+def run_all(output: str, devices: int, names: list[str], repo: str) -> None:
   for name in names:
     config, overrides = CONFIGURATIONS[name]
     workdir = os.path.join(output, name)
@@ -67,7 +67,7 @@ def run_all(output: str, devices: int, names: list[str]) -> None:
                "--config.train.progress_bar=False", "--config.optimizer.warmup_steps=0",
                *[f"--config.{o}" for o in overrides]]
     env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
-    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    result = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True)
     status = "ok" if result.returncode == 0 else f"failed: {result.stderr[-500:]}"
     print(f"{name}: {status}", flush=True)
 
@@ -108,6 +108,7 @@ def main() -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--output", help="train every configuration into this folder")
   parser.add_argument("--devices", type=int, default=8)
+  parser.add_argument("--repo", default=REPO, help="the checkout whose code trains them")
   parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
   parser.add_argument("--only", default="", help="comma-separated configuration names")
   args = parser.parse_args()
@@ -116,7 +117,7 @@ def main() -> int:
     return compare(*args.compare, names)
   if not args.output:
     parser.error("give --output or --compare")
-  run_all(args.output, args.devices, names)
+  run_all(os.path.abspath(args.output), args.devices, names, os.path.abspath(args.repo))
   return 0
 
 
