@@ -248,3 +248,11 @@ def test_odsgd_warmup_ticks_use_the_overlapped_synchronous_clock():
   timeline = make_timeline("odsgd", {"warmup_steps": 1}, WORKERS, NETWORK, 250.0, overlap)
   assert timeline.cost(0).duration == pytest.approx(4 + 1.7333333, abs=1e-6)
   assert timeline.cost(1).duration == pytest.approx(4.0)  # max(4, 3.33)
+
+
+def test_every_rule_is_exported_by_the_cluster_package():
+  from odsgd_jax.cluster import _timelines
+  rules = {name for name, value in vars(_timelines).items()
+           if isinstance(value, type) and issubclass(value, cluster.Timeline)}
+  assert rules <= set(_timelines.__all__)
+  assert all(getattr(cluster, name) is getattr(_timelines, name) for name in _timelines.__all__)

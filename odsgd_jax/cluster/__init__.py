@@ -20,15 +20,4 @@ from odsgd_jax.cluster._presets import get_preset as get_preset
 from odsgd_jax.cluster._schedule import Schedule as Schedule
 from odsgd_jax.cluster._schedule import schedule_or_default as schedule_or_default
 from odsgd_jax.cluster._schedule import synchronous_schedule as synchronous_schedule
-from odsgd_jax.cluster._timelines import Overlap as Overlap
-from odsgd_jax.cluster._timelines import TickCost as TickCost
-from odsgd_jax.cluster._timelines import GOSSIP_GRAPHS as GOSSIP_GRAPHS
-from odsgd_jax.cluster._timelines import AsynchronousTimeline as AsynchronousTimeline
-from odsgd_jax.cluster._timelines import GossipTimeline as GossipTimeline
-from odsgd_jax.cluster._timelines import LocalSgdTimeline as LocalSgdTimeline
-from odsgd_jax.cluster._timelines import OscarsTimeline as OscarsTimeline
-from odsgd_jax.cluster._timelines import PipelinedTimeline as PipelinedTimeline
-from odsgd_jax.cluster._timelines import SynchronousTimeline as SynchronousTimeline
-from odsgd_jax.cluster._timelines import Timeline as Timeline
-from odsgd_jax.cluster._timelines import WarmupPipelinedTimeline as WarmupPipelinedTimeline
-from odsgd_jax.cluster._timelines import gossip_offsets as gossip_offsets
+from odsgd_jax.cluster._timelines import *  # noqa: F403 (the rules its __all__ lists)

@@ -22,6 +22,12 @@ import numpy as np
 from odsgd_jax.cluster._hardware import Network, Workers
 from odsgd_jax.cluster._schedule import Schedule, synchronous_schedule
 
+# What `odsgd_jax.cluster` exports from here: a new rule listed here is `cluster.<Rule>`
+# with no other edit.
+__all__ = ["Overlap", "TickCost", "Timeline", "SynchronousTimeline", "PipelinedTimeline",
+           "WarmupPipelinedTimeline", "LocalSgdTimeline", "OscarsTimeline",
+           "AsynchronousTimeline", "GOSSIP_GRAPHS", "gossip_offsets", "GossipTimeline"]
+
 _EPS = 1e-12
 
 
