@@ -36,8 +36,9 @@ class Compilations:
 
   def _record(self, event: str, duration_s: float, **kwargs) -> None:
     del duration_s
-    if event == self.EVENT:
-      self.names.append(kwargs.get("fun_name", ""))
+    if event == self.EVENT:  # named "jit(<name>)" by some JAX versions, "<name>" by others
+      name = kwargs.get("fun_name", "")
+      self.names.append(name[4:-1] if name.startswith("jit(") else name)
 
   def __exit__(self, *exc_info) -> None:
     jax.monitoring.unregister_event_duration_listener(self._record)
