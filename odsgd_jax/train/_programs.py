@@ -47,19 +47,23 @@ from odsgd_jax.strategies import ticks
 from odsgd_jax.strategies._tracing import STAND_IN
 from odsgd_jax.train._step import StepSetup, TrainState, init_state, metric_names, train_step
 
-# In a compiled program's text (HLO): an instruction `%name = <type> op(%operand, ...)`.
+# In a compiled program's text (HLO): an instruction `%name = <type> op(%operand, ...)`, and
+# the name JAX gives an entry parameter in its metadata (the argument's path).
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = .*? ([\w\-]+)\((.*)$")
+_ARGUMENT_PATH = re.compile(r'metadata=\{[^}]*?op_name="((?:[^"\\]|\\.)*)"')
 
 
-def copied_inputs(hlo_text: str) -> set[int]:
-  """The inputs (entry parameters, by number) that the compiled program `hlo_text` copies:
-  a `copy` (or `copy-start`) of a parameter, or of a bitcast of one, in its entry
-  computation."""
+def copied_inputs(hlo_text: str) -> set[str]:
+  """The inputs that the compiled program `hlo_text` copies, each by the path JAX names
+  its entry parameter with (`state.params['Dense_0']['bias']`: the argument's name and
+  `jax.tree_util.keystr` of the leaf): a `copy` (or `copy-start`) of a parameter, or of a
+  bitcast of one, in its entry computation. Named, not numbered: the inputs a program
+  does not read are not its parameters."""
   entry = hlo_text[hlo_text.index("\nENTRY"):]
   entry = entry[:entry.index("\n}")]
-  parameters: dict[str, int] = {}
+  parameters: dict[str, str] = {}
   bitcasts: dict[str, str] = {}
-  copied: set[int] = set()
+  copied: set[str] = set()
   for line in entry.splitlines()[1:]:
     match = _INSTRUCTION.match(line)
     if match is None:
@@ -67,7 +71,9 @@ def copied_inputs(hlo_text: str) -> set[int]:
     name, op, rest = match.groups()
     operand = rest.split(")")[0].split(",")[0].strip().lstrip("%")
     if op == "parameter":
-      parameters[name] = int(operand)
+      path = _ARGUMENT_PATH.search(line)
+      # unnamed (a JAX that names none): its copy goes unseen, and the input stays donated
+      parameters[name] = re.sub(r"\\(.)", r"\1", path.group(1)) if path else f"#{operand}"
     elif op == "bitcast":
       bitcasts[name] = operand
     elif op in ("copy", "copy-start"):
@@ -75,6 +81,13 @@ def copied_inputs(hlo_text: str) -> set[int]:
       if operand in parameters:
         copied.add(parameters[operand])
   return copied
+
+
+def leaf_paths(argument: str, tree: Any) -> list[str]:
+  """The path of each leaf of `tree` passed as `argument`, as `copied_inputs` names it: as
+  JAX names a jitted function's inputs (`keystr`, a pytree's unkeyed children by number)."""
+  return [argument + re.sub(r"<flat index ([^>]+)>", r"\1", jax.tree_util.keystr(path))
+          for path, _ in jax.tree_util.tree_leaves_with_path(tree)]
 
 
 class StepProgram:
@@ -105,9 +118,8 @@ class StepProgram:
       return (*_split(treedef.flatten_up_to(new_state), mask), metrics)
 
     step.__name__, split_step.__name__ = name, f"{name}_split"
-    # every input kept in the program: its parameters are the flattened inputs, in order
-    self.whole = jax.jit(step, donate_argnums=0, keep_unused=True)
-    self.split = jax.jit(split_step, static_argnums=0, donate_argnums=1, keep_unused=True)
+    self.whole = jax.jit(step, donate_argnums=0)
+    self.split = jax.jit(split_step, static_argnums=0, donate_argnums=1)
 
   def _layout(self, state: TrainState, batch: Any,
               schedule: Any) -> tuple[Any, tuple[bool, ...]] | None:
@@ -119,8 +131,9 @@ class StepProgram:
     if treedef not in self._layouts:
       # compiled here once (jit keeps it: the call that follows does not compile again)
       copied = copied_inputs(self.whole.lower(state, batch, schedule).compile().as_text())
-      mask = tuple(i in copied and _bytes_per_worker(leaf) >= comm.SMALL_TENSOR_BYTES
-                   for i, leaf in enumerate(jax.tree.leaves(state)))
+      mask = tuple(path in copied and _bytes_per_worker(leaf) >= comm.SMALL_TENSOR_BYTES
+                   for path, leaf in zip(leaf_paths("state", state), jax.tree.leaves(state),
+                                         strict=True))
       self._layouts[treedef] = mask if any(mask) else None
     mask = self._layouts[treedef]
     return None if mask is None else (treedef, mask)
