@@ -12,6 +12,7 @@ import optax
 
 from odsgd_jax.cluster import Schedule, synchronous_schedule
 from odsgd_jax import strategies
+from odsgd_jax.strategies import _tracing as tracing
 
 N, T, DIM, BATCH = 4, 12, 5, 8
 
@@ -86,7 +87,5 @@ def settled_tick(name, **options):
   inner_momentum = options.pop("inner_momentum", None)
   tx = strategies.resolve(name, options, inner_momentum).make(optax.sgd(0.1), strategies.AXIS)
   x = jax.ShapeDtypeStruct((DIM,), jnp.float32)
-  schedule = jax.tree.map(jnp.asarray, synchronous_schedule(0, N))
-  loss = jax.ShapeDtypeStruct((), jnp.float32)
   return strategies.ticks.settled_from(tx, jax.eval_shape(tx.init, x), {strategies.AXIS: N}, x,
-                                       schedule=schedule, loss=loss)
+                                       **tracing.stand_in_extra_args(N))

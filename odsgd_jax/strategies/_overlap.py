@@ -14,10 +14,8 @@ flatter the strategy. `settled_update` traces one worker's update of its settled
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import optax
 
-from odsgd_jax import cluster
 from odsgd_jax.strategies import _ticks as ticks
 from odsgd_jax.strategies import _tracing as tracing
 
@@ -33,9 +31,7 @@ def settled_update(make: Any, options: dict[str, Any]) -> Any:
   bound: what registration reads (the overlap check, what it sends)."""
   tx = make_tx(make, options)
   state = jax.eval_shape(tx.init, tracing.STAND_IN)
-  extra_args = {"schedule": jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype),
-                                         cluster.synchronous_schedule(0, tracing.NUM_WORKERS)),
-                "loss": jax.ShapeDtypeStruct((), jnp.float32)}
+  extra_args = tracing.stand_in_extra_args()
   settled = ticks.settled_from(tx, state, **extra_args)
   return tracing.update_jaxpr(ticks.from_tick(tx, settled), state, extra_args=extra_args)
 

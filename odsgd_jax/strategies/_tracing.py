@@ -15,7 +15,7 @@ program (a jaxpr) then answers, without the strategy declaring any of it:
   `ticks.from_tick` runs);
 - **what reads this tick's gradient** (`collectives_reading`): the collectives whose
   operands depend on chosen inputs (the overlap check, `strategies/_overlap.py`);
-- **what it sends** (`message_equations`, `sends_every_tick`): the collectives that
+- **what it sends** (`is_message`, `sends_every_tick`, `sends_ever`): the collectives that
   `comm.exchange` and `comm.neighbour_mean` run, found by their name scope
   (`comm.MESSAGE_SCOPE`), and whether every path of the update runs one;
 - **which messages a concrete tick sent** (`run` with `visit`): evaluated on concrete
@@ -33,13 +33,29 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend import core
 
-from odsgd_jax import comm
+from odsgd_jax import cluster, comm
 
 # The model a strategy is traced on at registration. Its options, not the model's shapes,
 # decide its tick conditions and what it sends.
 STAND_IN = {"kernel": jax.ShapeDtypeStruct((2, 3), jnp.float32),
             "bias": jax.ShapeDtypeStruct((3,), jnp.float32)}
 AXIS, NUM_WORKERS = "workers", 4
+
+
+def stand_in_extra_args(num_workers: int = NUM_WORKERS) -> dict[str, Any]:
+  """The shapes of the extra arguments the train step gives a strategy's update: a tick's
+  schedule for `num_workers` workers, and the loss."""
+  schedule = jax.eval_shape(
+      lambda: jax.tree.map(jnp.asarray, cluster.synchronous_schedule(0, num_workers)))
+  return {"schedule": schedule, "loss": jax.ShapeDtypeStruct((), jnp.float32)}
+
+
+def stand_in_worker_states(tx: Any, num_workers: int = NUM_WORKERS) -> Any:
+  """The shapes of `num_workers` workers' states of `tx` on the stand-in model, stacked
+  (the leading axis: the worker), as the train step holds them."""
+  stacked = jax.tree.map(lambda x: jax.ShapeDtypeStruct((num_workers, *x.shape), x.dtype),
+                         STAND_IN)
+  return jax.eval_shape(jax.vmap(tx.init), stacked)
 
 # Primitives that move data between workers.
 COLLECTIVES = ("psum", "pmax", "pmin", "all_gather", "all_to_all", "ppermute",
@@ -206,8 +222,8 @@ def _equation(eqn: Any, inputs: list[Any], known_from: int, visit: Visit | None,
       index = int(np.clip(_known(inputs[0]), 0, len(branches) - 1))
       return _run(branches[index].jaxpr, branches[index].consts, inputs[1:], known_from, visit,
                   scope)
-    if known_from and tick_conditions(eqn.params["branches"][0].jaxpr) + tick_conditions(
-        eqn.params["branches"][-1].jaxpr):
+    if known_from and tick_conditions(branches[0].jaxpr) + tick_conditions(
+        branches[-1].jaxpr):
       operands = [_value(x, var.aval) for x, var in zip(inputs[1:], eqn.invars[1:],
                                                          strict=True)]
       functions = [functools.partial(_branch, branch, known_from) for branch in branches]

@@ -41,9 +41,9 @@ def problems(definition: StrategyDef) -> str | None:
     problem = _options_problem(where, given, options, definition.make.domains)
     if problem is not None:
       return problem
-  # each example's settled update, traced once (the first always: what it sends)
-  updates = {0: _overlap.settled_update(definition.make, dict(definition.examples[0].options))}
-  return _timeline_problem(definition, options, updates) or _sends_problem(definition, updates[0])
+  # the first example's settled update, traced once: what it sends, and its overlap
+  first = _overlap.settled_update(definition.make, dict(definition.examples[0].options))
+  return _timeline_problem(definition, options, first) or _sends_problem(definition, first)
 
 
 def _name(function: Any) -> str:
@@ -66,10 +66,11 @@ def _options_problem(where: str, given: Mapping[str, Any], options: Mapping[str,
 
 
 def _timeline_problem(definition: StrategyDef, options: dict[str, Any],
-                      updates: dict[int, Any]) -> str | None:
+                      first: Any) -> str | None:
   """Why its timeline cannot time it: an option the rule reads that the factory lacks, a
   rule that takes options by `**`, or an exchange timed beside the compute that waits
-  for the tick's gradient (with the options of any example)."""
+  for the tick's gradient (with the options of any example; `first`: the first example's
+  settled update, already traced)."""
   timeline = definition.timeline
   parameters = inspect.signature(timeline.__init__).parameters.values()
   if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
@@ -81,7 +82,7 @@ def _timeline_problem(definition: StrategyDef, options: dict[str, Any],
             f"not take (options: {', '.join(sorted(options)) or 'none'}); give the factory "
             f"that option or register another timeline")
   for i, example in enumerate(definition.examples):
-    problem = overlap_problem(definition, example.options, updates.get(i))
+    problem = overlap_problem(definition, example.options, first if i == 0 else None)
     if problem is not None:
       return problem
   return None
@@ -128,15 +129,9 @@ def _sends_problem(definition: StrategyDef, settled: Any) -> str | None:
     if every_tick:
       return (f"sends={_name(definition.sends)!r} says some ticks send nothing, but its "
               f"update sends a message on every tick: sends=EVERY_TICK")
-    state = jax.eval_shape(jax.vmap(_overlap.make_tx(definition.make, options).init),
-                           _stacked(tracing.STAND_IN))
+    state = tracing.stand_in_worker_states(_overlap.make_tx(definition.make, options))
     flags = jax.eval_shape(definition.sends, state)
     if getattr(flags, "shape", None) != (tracing.NUM_WORKERS,) or flags.dtype != bool:
       return (f"sends={_name(definition.sends)!r} gives {flags} for {tracing.NUM_WORKERS} "
               f"workers' states: give one bool per worker, whether its last tick sent")
   return None
-
-
-def _stacked(tree: Any) -> Any:
-  return jax.tree.map(lambda x: jax.ShapeDtypeStruct((tracing.NUM_WORKERS, *x.shape), x.dtype),
-                      tree)

@@ -42,9 +42,8 @@ import jax
 import numpy as np
 
 from odsgd_jax import comm, parallel, strategies
-from odsgd_jax.cluster import synchronous_schedule
 from odsgd_jax.strategies import ticks
-from odsgd_jax.strategies._tracing import STAND_IN
+from odsgd_jax.strategies import _tracing as tracing
 from odsgd_jax.train._step import StepSetup, TrainState, init_state, metric_names, train_step
 
 # In a compiled program's text (HLO): an instruction `%name = <type> op(%operand, ...)`, and
@@ -222,21 +221,16 @@ def make_train_step(model, tx, worker_mesh: parallel.WorkerMesh,
 def _stand_in_strategy_state(setup: StepSetup) -> Any:
   """The strategy's state of every worker on the stand-in model (shapes only): the
   strategy's options, not the model's shapes, decide the names of its metrics."""
-  num_workers = setup.worker_mesh.num_workers
-  params = jax.tree.map(lambda x: jax.ShapeDtypeStruct((num_workers, *x.shape), x.dtype),
-                        STAND_IN)
-  return jax.eval_shape(jax.vmap(setup.tx.init), params)
+  return tracing.stand_in_worker_states(setup.tx, setup.worker_mesh.num_workers)
 
 
 def _settled_from(setup: StepSetup) -> int:
   """`ticks.settled_from` of the strategy's update, traced on the stand-in model over the
   run's workers (only the update: nothing of the model is traced)."""
   num_workers = setup.worker_mesh.num_workers
-  state = jax.eval_shape(setup.tx.init, STAND_IN)
-  schedule = jax.eval_shape(lambda: jax.tree.map(jax.numpy.asarray,
-                                                 synchronous_schedule(0, num_workers)))
+  state = jax.eval_shape(setup.tx.init, tracing.STAND_IN)
   return ticks.settled_from(setup.tx, state, {parallel.WORKERS: num_workers, parallel.LOCAL: 1},
-                            schedule=schedule, loss=jax.ShapeDtypeStruct((), np.float32))
+                            **tracing.stand_in_extra_args(num_workers))
 
 
 def _bytes_per_worker(leaf: Any) -> int:
