@@ -1,16 +1,18 @@
 """The drivers in scripts/ run end to end (shrunk), and a measured step time works."""
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from configs import _strategies
 from odsgd_jax.cluster import validation as clock_validation
 from odsgd_jax.cluster import PRESETS
-from odsgd_jax.train import train_and_evaluate
+from odsgd_jax.train import read_metrics, train_and_evaluate
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -185,3 +187,40 @@ def test_benchmark_writes_its_table_and_nothing_recompiles(tmp_path):
              row["operations"]["run"] >= 8 for row in report["rows"])  # CNN1D: 4 layers
   assert 0 <= report["data_wait_fraction"] < 1 and 0 < report["input_host_fraction"] < 1
   assert "| cnn1d | ssgd |" in (tmp_path / "benchmark.md").read_text()
+
+
+def _load_script(name):
+  spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "scripts", f"{name}.py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def test_the_switch_probe_reads_each_tick_and_leaves_the_run_as_it_was(small_config, tmp_path):
+  """scripts/switch_dynamics.py: a row per tick of the window, read between steps; the first
+  delayed tick has nothing pending (no global update) and the workers leave W only from the
+  switch on; the run's losses are those of a run without the probe."""
+  switch = _load_script("switch_dynamics")
+  small_config.strategy.warmup_steps = 5
+  rows = switch.probe_run(small_config, str(tmp_path / "probed"), first=3, last=10, probe=64,
+                          hessian_every=4, power_iterations=5)
+  assert [row["step"] for row in rows] == list(range(3, 11))
+  by_step = {row["step"]: row for row in rows}
+  assert by_step[6]["global_update_norm"] == 0.0  # tick 5, the first delayed: nothing pending
+  assert all(by_step[s]["distance_x_max"] < 1e-6 for s in (3, 4, 5))  # synchronous
+  assert all(by_step[s]["distance_x_mean"] > 1e-4 for s in range(6, 11))
+  assert all(np.isfinite(row["top_hessian_eigenvalue"]) and row["top_hessian_eigenvalue"] > 0
+             for row in rows if "top_hessian_eigenvalue" in row)
+  assert sorted(s for s, row in by_step.items() if "lr_times_h" in row) == [3, 7]
+  train_and_evaluate(small_config, str(tmp_path / "plain"))
+  losses = {name: {row["step"]: row["loss"] for row in read_metrics(str(tmp_path / name))
+                   if "loss" in row} for name in ("probed", "plain")}
+  assert len(losses["probed"]) >= 9
+  assert all(losses["plain"][step] == loss for step, loss in losses["probed"].items())
+
+
+def test_the_drawdown_is_the_largest_fall_below_the_best_so_far_within_its_window():
+  remedies = _load_script("switch_remedies")
+  rows = [{"step": s, "validation_accuracy": a} for s, a in
+          [(50, 0.9), (100, 0.5), (200, 0.8), (240, 0.3), (300, 0.9), (1200, 0.0)]]
+  assert remedies.drawdown(rows) == pytest.approx(0.5)  # 0.8 at 200, 0.3 at 240

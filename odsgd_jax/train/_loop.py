@@ -50,6 +50,11 @@ class Hook:
   def after_step(self, step: int, metrics: dict[str, float]) -> None:
     """Step `step`'s metrics (means over workers), once fetched from the devices."""
 
+  def inspect(self, step: int, state: TrainState) -> None:
+    """The state after step `step`, before the next step takes it (its buffers are given
+    to that step: copy what you keep). For probes of the dynamics
+    (scripts/switch_dynamics.py); reading it costs the run its overlap of steps."""
+
   def after_eval(self, step: int, evaluation: dict[str, float]) -> None:
     """The test loss and accuracy after step `step`."""
 
@@ -136,6 +141,8 @@ class _Run:
     norms = step % self.cfg.norms_every == 0
     self.state, metrics = self.x.train_step(self.state, batch, self.schedules(schedule),
                                             tick=step - 1, norms=norms)
+    for hook in self.hooks:
+      hook.inspect(step, self.state)
     return step, norms, metrics
 
   def loop(self) -> None:
