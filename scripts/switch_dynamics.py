@@ -2,7 +2,7 @@ r"""What a run does around OD-SGD's switch from its synchronous warm-up to the o
 (issue 75): per tick in a window, read off the run's own state between its steps.
 
   python scripts/switch_dynamics.py --config configs/default.py:odsgd --seeds 43,60 \
-      --output runs/switch
+      --window 150,600 --readme
 
 Per tick t of the window (the state after step t; W: the model the run evaluates, x_i: the
 parameters worker i takes its next gradient at):
@@ -23,9 +23,10 @@ parameters worker i takes its next gradient at):
   local step).
 
 Nothing here changes the run: the probes read the state between steps (`Hook.inspect`) and
-the run stops after the window. It writes `<output>/<label>_seed<S>.json` (one row per
+the run stops after the window. It writes `<records>/<label>_seed<S>.json` (one row per
 tick) and prints a table of chosen ticks. `--label` names the variant; `--set` overrides
-config fields like the study scripts do.
+config fields like the study scripts do; `--only_accuracy` keeps W's validation accuracy
+and loss alone (the figure's other strategies); `--figure` draws every label's accuracy.
 """
 
 import argparse
@@ -78,8 +79,9 @@ class SwitchProbe(train.Hook):
   """Measures the state after each step of [first, last] (1-based steps)."""
 
   def __init__(self, batches: RecordingBatches, first: int, last: int, probe: int,
-               hessian_every: int, power_iterations: int):
+               hessian_every: int, power_iterations: int, only_accuracy: bool = False):
     self.batches, self.first, self.last = batches, first, last
+    self.only_accuracy = only_accuracy  # W's validation accuracy and loss alone
     self.probe_size, self.hessian_every = probe, hessian_every
     self.power_iterations = power_iterations
     self.rows: list[dict[str, float]] = []
@@ -147,6 +149,13 @@ class SwitchProbe(train.Hook):
     if step < self.first - 1:
       return
     model = train.model_variables(state, self.definition)["params"]
+    if self.only_accuracy:
+      if step >= self.first:
+        accuracy, loss = self.accuracy_and_loss(model, *self.validation)
+        self.rows.append({"step": step, "learning_rate": float(self.lr_schedule(step - 1)),
+                          "validation_accuracy": float(accuracy),
+                          "validation_loss": float(loss)})
+      return
     workers = state.params
     host = jax.device_get((model, workers))
     if step >= self.first and self.previous is not None:
@@ -191,11 +200,12 @@ class SwitchProbe(train.Hook):
 
 
 def probe_run(config: Any, workdir: str, first: int, last: int, probe: int, hessian_every: int,
-              power_iterations: int) -> list[dict[str, float]]:
+              power_iterations: int, only_accuracy: bool = False) -> list[dict[str, float]]:
   """The probe's rows for one run of `config`, trained to step `last` in `workdir`."""
   experiment = train.build_experiment(config)
   batches = RecordingBatches(experiment.train_batches())
-  hook = SwitchProbe(batches, first, last, probe, hessian_every, power_iterations)
+  hook = SwitchProbe(batches, first, last, probe, hessian_every, power_iterations,
+                     only_accuracy)
   try:
     train.train_and_evaluate(config, workdir, batches=batches, hooks=[hook])
   except _WindowDone:
@@ -243,7 +253,7 @@ def probe(args: argparse.Namespace, seed: int) -> dict[str, Any]:
   config.train.progress_bar = False
   with tempfile.TemporaryDirectory() as workdir:
     rows = probe_run(config, workdir, first, last, args.probe,
-                     args.hessian_every or last + 1, args.power_iterations)
+                     args.hessian_every or last + 1, args.power_iterations, args.only_accuracy)
   return {"config": args.config, "set": args.set, "seed": seed, "label": args.label,
           "window": [first, last], "environment": study.environment(), "rows": rows}
 
@@ -266,7 +276,9 @@ def figure(records: str, labels: list[str], path: str) -> None:
     for record in found[seed]:
       steps = [row["step"] for row in record["rows"]]
       accuracy = [row["validation_accuracy"] for row in record["rows"]]
-      ax.plot(steps, accuracy, label=record["label"], lw=1)
+      emphasis = record["label"].startswith("odsgd")
+      ax.plot(steps, accuracy, label=record["label"], lw=1.8 if emphasis else 0.8,
+              alpha=1.0 if emphasis else 0.7)
     ax.axvline(200, color="grey", ls=":", lw=1)
     ax.set(title=f"seed {seed}", xlabel="step", ylabel="validation accuracy of W", ylim=(0, 1))
     ax.legend(fontsize=7, ncol=2)
@@ -286,6 +298,8 @@ def main() -> None:
   parser.add_argument("--probe", type=int, default=1024, help="training signals probed")
   parser.add_argument("--hessian_every", type=int, default=10, help="0: no Hessian")
   parser.add_argument("--power_iterations", type=int, default=30)
+  parser.add_argument("--only_accuracy", action="store_true",
+                      help="only W's validation accuracy and loss per tick (for the figure)")
   parser.add_argument("--records", default=os.path.join("records", SECTION),
                       help="where each run's rows are kept (one JSON per label and seed)")
   parser.add_argument("--from_records", action="store_true", help="train nothing")
@@ -324,4 +338,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-  main()
+  study.run_main(main)

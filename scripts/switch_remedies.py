@@ -129,4 +129,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-  main()
+  study.run_main(main)

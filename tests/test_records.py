@@ -290,3 +290,16 @@ def test_the_tables_read_off_records_regenerate_by_their_command(section):
                           cwd=REPO, capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-2000:]
 
+
+
+@pytest.mark.parametrize("section", ["switch_dynamics", "switch_dev", "switch_confirm"])
+def test_the_switch_tables_regenerate_from_their_records(section):
+  """docs/delays.md's tables of OD-SGD's switch (issue 75) are what their committed records
+  give, by the command each names (--check writes nothing; the probe trains nothing)."""
+  with open(os.path.join(REPO, "docs", "delays.md"), encoding="utf-8") as f:
+    text = f.read().split(f"<!-- {section}:start -->")[1]
+  script, command = re.search(r"Produced by `python (scripts/\w+\.py) ([^`]*)`", text).groups()
+  extra = ["--readme", "--from_records"] if script.endswith("switch_dynamics.py") else []
+  result = subprocess.run([sys.executable, script, *shlex.split(command), *extra, "--check"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
