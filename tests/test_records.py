@@ -303,3 +303,19 @@ def test_the_switch_tables_regenerate_from_their_records(section):
   result = subprocess.run([sys.executable, script, *shlex.split(command), *extra, "--check"],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_a_rebuild_from_records_keeps_only_the_derived_figures_it_used(tmp_path):
+  """derived.json is a cache keyed by the trajectory code: a --from_records rebuild keeps the
+  figures it read or computed and drops the rest (those of earlier code), where a study that
+  trains merges what it computed into the file."""
+  records.write_record(str(tmp_path / records.Derived.FILE), {"old": 1, "read": 2})
+  merged = records.Derived(str(tmp_path))
+  merged.put("new", 3)
+  merged.save()
+  assert records.Derived(str(tmp_path)).values == {"old": 1, "read": 2, "new": 3}
+  pruned = records.Derived(str(tmp_path), prune=True)
+  assert pruned.get("read") == 2 and pruned.get("missing") is None
+  pruned.put("computed", 4)
+  pruned.save()
+  assert records.Derived(str(tmp_path)).values == {"read": 2, "computed": 4}

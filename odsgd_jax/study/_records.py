@@ -181,19 +181,27 @@ class Derived:
   budgets, the clock's replays for the "robust to the clock" column), kept beside its
   records in `derived.json`, each under a key of everything it is computed from and the
   code that computes it: a rebuild from records reads them instead of computing them
-  again. A cache, not a record: deleting the file only makes the next rebuild slower."""
+  again. A cache, not a record: deleting the file only makes the next rebuild slower.
+
+  `prune`: a rebuild from records alone (`--from_records`) reads every figure its tables
+  need, so when it ends the file keeps only those: figures of other code (the key holds
+  the trajectory digest) would otherwise pile up with every accepted change."""
 
   FILE = "derived.json"
 
-  def __init__(self, folder: str):
+  def __init__(self, folder: str, prune: bool = False):
     self.path = os.path.join(folder, self.FILE)
     self.values: dict[str, Any] = {}
     self.changed = False
+    self.used: set[str] = set()
+    self.prune = prune
     try:
       with open(self.path, encoding="utf-8") as f:
         self.values = json.load(f)
     except (OSError, ValueError):  # none yet, or cut short: computed again
       pass
+    if prune:
+      atexit.register(self.save)
 
   @staticmethod
   def key(*parts: Any) -> str:
@@ -201,15 +209,22 @@ class Derived:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
   def get(self, key: str) -> Any:
+    if key in self.values:
+      self.used.add(key)
     return self.values.get(key)
 
   def put(self, key: str, value: Any) -> None:
-    if not self.changed:
+    if not self.changed and not self.prune:
       atexit.register(self.save)  # once, when the script ends, whatever the report needed
     self.values[key], self.changed = value, True
+    self.used.add(key)
 
   def save(self) -> None:
-    """Writes the figures, merged with what another `Derived` of the folder wrote since."""
+    """Writes the figures, merged with what another `Derived` of the folder wrote since
+    (pruned: only the figures this process used)."""
+    if self.prune and self.used and set(self.values) != self.used:
+      write_record(self.path, {key: self.values[key] for key in sorted(self.used)})
+      self.changed = False
     if self.changed:
       merged = Derived(os.path.dirname(self.path)).values
       merged.update(self.values)

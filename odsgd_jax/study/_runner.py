@@ -420,7 +420,7 @@ def run_study(specs: Sequence[RunSpec], output: str, *, processes: int = 1,
   if queue:
     raise StudyPaused(len(queue), records)
   if records:  # figures computed from these runs later (the clock's replays) are kept
-    derived = records_lib.Derived(records)
+    derived = records_lib.Derived(records, prune=keeping.from_records)
     results = [dataclasses.replace(result, derived=derived) for result in results]
   with open(os.path.join(output, "study.json"), "w", encoding="utf-8") as f:
     json.dump({"wall_time_s": time.perf_counter() - started,
