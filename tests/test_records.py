@@ -314,8 +314,16 @@ def test_a_rebuild_from_records_keeps_only_the_derived_figures_it_used(tmp_path)
   merged.put("new", 3)
   merged.save()
   assert records.Derived(str(tmp_path)).values == {"old": 1, "read": 2, "new": 3}
+  records.Derived._used_in.clear()  # a rebuild in a new process
   pruned = records.Derived(str(tmp_path), prune=True)
   assert pruned.get("read") == 2 and pruned.get("missing") is None
   pruned.put("computed", 4)
+  budgets = records.Derived(str(tmp_path))  # another user of the file in the same process
+  assert budgets.get("old") == 1
   pruned.save()
-  assert records.Derived(str(tmp_path)).values == {"read": 2, "computed": 4}
+  assert records.Derived(str(tmp_path)).values == {"old": 1, "read": 2, "computed": 4}
+  records.Derived._used_in.clear()  # another new process: only what it uses is kept
+  again = records.Derived(str(tmp_path), prune=True)
+  assert again.get("computed") == 4
+  again.save()
+  assert records.Derived(str(tmp_path)).values == {"computed": 4}

@@ -188,12 +188,15 @@ class Derived:
   the trajectory digest) would otherwise pile up with every accepted change."""
 
   FILE = "derived.json"
+  # by file: the keys every `Derived` of this process read or wrote there (a study's budgets
+  # and its replays are kept in the same file by two of them)
+  _used_in: dict[str, set[str]] = {}
 
   def __init__(self, folder: str, prune: bool = False):
     self.path = os.path.join(folder, self.FILE)
     self.values: dict[str, Any] = {}
     self.changed = False
-    self.used: set[str] = set()
+    self.used = Derived._used_in.setdefault(os.path.abspath(self.path), set())
     self.prune = prune
     try:
       with open(self.path, encoding="utf-8") as f:
@@ -222,8 +225,9 @@ class Derived:
   def save(self) -> None:
     """Writes the figures, merged with what another `Derived` of the folder wrote since
     (pruned: only the figures this process used)."""
-    if self.prune and self.used and set(self.values) != self.used:
-      write_record(self.path, {key: self.values[key] for key in sorted(self.used)})
+    if self.prune and self.used:
+      values = {**Derived(os.path.dirname(self.path)).values, **self.values}
+      write_record(self.path, {key: values[key] for key in sorted(self.used) if key in values})
       self.changed = False
     if self.changed:
       merged = Derived(os.path.dirname(self.path)).values
