@@ -37,13 +37,6 @@ def drawdown(evaluations: list[dict[str, float]]) -> float:
   return worst
 
 
-def interval(values: np.ndarray) -> tuple[float, float]:
-  mean = float(np.mean(values))
-  if len(values) < 2:
-    return mean, float("nan")
-  return mean, float(stats.t.ppf(0.975, len(values) - 1) * stats.sem(values))
-
-
 def settings(records: str) -> dict[str, dict[int, dict]]:
   """{"folder: label": {seed: record}} for every record below `records`."""
   found: dict[str, dict[int, dict]] = {}
@@ -81,14 +74,11 @@ def report(found: dict[str, dict[int, dict]], baseline: str, collapse: float,
     falls = np.array([drawdown(runs[s]["evaluations"]) for s in seeds])
     cells = [name, ",".join(map(str, seeds))]
     for values, key in ((validation, "validation_accuracy"), (test, "test_accuracy")):
-      mean, half = interval(values)
-      cells.append(f"{mean:.4f} ± {half:.4f}")
-      paired = [s for s in seeds if s in base]
-      if name != baseline and len(paired) > 1:
-        diff = 100 * np.array([runs[s]["summary"][key] - base[s]["summary"][key]
-                               for s in paired])
-        mean, half = interval(diff)
-        cells.append(f"{mean:+.1f} ± {half:.1f}")
+      cells.append(study.mean_ci(values).format(4))
+      if name != baseline and len(set(seeds) & set(base)) > 1:
+        difference = study.paired({s: runs[s]["summary"][key] for s in seeds},
+                                  {s: base[s]["summary"][key] for s in base}).difference
+        cells.append(difference.format(1, scale=100, sign=True))
       else:
         cells.append("-")
     cells.append(f"{falls.mean():.3f}, {falls.max():.3f} (seed {seeds[int(falls.argmax())]})")
