@@ -23,6 +23,7 @@ def use_odsgd_authors_settings(config: ml_collections.ConfigDict) -> ml_collecti
   config.strategy.local_lr = 0.5 / config.cluster.num_workers
   config.strategy.warmup_steps = 200  # synchronous steps first
   config.strategy.local_optimizer = "sgd"
+  config.strategy.correction = "none"  # theirs: no delay correction
   return config
 
 

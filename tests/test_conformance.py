@@ -268,7 +268,8 @@ def test_a_misspelled_experiment_setting_fails_where_it_is_written(registry, mon
   monkeypatch.setattr(_strategies, "STRATEGIES", registry)
   with pytest.raises(ValueError, match="changes optimizer.momentm, which the config does not"):
     default.get_config("asgd_typo")
-  assert default.get_config("odsgd").strategy.warmup_steps == 200  # the registered ones
+  odsgd_config = default.get_config("odsgd").strategy  # the registered ones (issue 75)
+  assert (odsgd_config.warmup_steps, odsgd_config.correction) == (0, "spike")
 
 
 @pytest.mark.parametrize("name,example", [(name, i) for name in sorted(STRATEGIES)

@@ -87,6 +87,27 @@ def test_the_trajectory_digest_ignores_comments_and_docstrings_only():
   assert "train/_loop.py" in files and not any(f.startswith("study/") for f in files)
 
 
+def test_a_config_that_leaves_an_option_at_its_factory_default_writes_the_same_run():
+  """An option a config leaves out runs its factory's default, so a record of the config
+  without it is the record of the config that writes that default (issue 75 registered
+  odsgd's `correction`: the earlier odsgd records had left it out); any other value, or a
+  value of another kind, is another run."""
+  former = {"strategy": {"name": "odsgd", "local_lr": 0.1, "warmup_steps": 200},
+            "train": {"seed": 0}}
+  pinned = {"train": {"seed": 0}, "strategy": {"name": "odsgd", "local_lr": 0.1,
+                                               "warmup_steps": 200.0, "correction": "none"}}
+  assert records.config_digest(former) == records.config_digest(pinned)
+  for other in ({"correction": "spike"}, {"warmup_steps": 0}, {"local_lr": 0.05}):
+    changed = {**pinned, "strategy": {**pinned["strategy"], **other}}
+    assert records.config_digest(changed) != records.config_digest(former)
+  flagged = {"strategy": {"name": "ssgd", "compression": None}}
+  assert records.config_digest(flagged) == records.config_digest({"strategy": {"name": "ssgd"}})
+  plain = records.config_digest({"strategy": {"name": "odsgd"}})  # local_weight_decay 0.0
+  assert records.config_digest({"strategy": {"name": "odsgd", "local_weight_decay": 0}}) == plain
+  assert records.config_digest({"strategy": {"name": "odsgd",
+                                             "local_weight_decay": False}}) != plain
+
+
 def _tiny_spec(small_config, seed=0):
   return study.RunSpec("ssgd", "configs/default.py:ssgd,runlocal", seed,
                        (("data.name", "mnist1d"), ("data.data_dir", small_config.data.data_dir)))

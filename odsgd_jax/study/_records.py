@@ -57,9 +57,34 @@ def devices_of(environment_text: str) -> int | None:
 
 
 def config_digest(config: dict[str, Any]) -> str:
-  """The digest of a resolved config (`ConfigDict.to_dict()`), independent of key order."""
-  text = json.dumps(json.loads(json.dumps(config)), sort_keys=True)
+  """The digest of a resolved config (`ConfigDict.to_dict()`), independent of key order and
+  of the strategy options written at their factory's default: an option a config leaves
+  out runs that default (the factory and its timeline fill it in), so both write the same
+  run. (Issue 75 registered odsgd's `correction`: every earlier odsgd config had left it
+  out, and a study pinning the former "none" would not have found their records.)"""
+  config = json.loads(json.dumps(config))
+  strategy = config.get("strategy")
+  if isinstance(strategy, dict):
+    config["strategy"] = _without_factory_defaults(strategy)
+  text = json.dumps(config, sort_keys=True)
   return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _without_factory_defaults(strategy: dict[str, Any]) -> dict[str, Any]:
+  from odsgd_jax.strategies import STRATEGIES  # pylint: disable=g-import-not-at-top
+  definition = STRATEGIES.get(strategy.get("name"))
+  if definition is None:
+    return strategy
+  defaults = definition.options()
+  return {key: value for key, value in strategy.items()
+          if key == "name" or key not in defaults or not _same_value(value, defaults[key])}
+
+
+def _same_value(a: Any, b: Any) -> bool:
+  """Equal as options: of one kind (True is not 1), numbers by value (2 is 2.0)."""
+  def kind(x):
+    return "number" if isinstance(x, (int, float)) and not isinstance(x, bool) else type(x)
+  return kind(a) == kind(b) and a == b
 
 
 def _without_docstrings(tree: ast.AST) -> ast.AST:

@@ -262,7 +262,9 @@ def _reused(specs: Sequence[RunSpec], workdirs: Sequence[str], records: str,
     digest = records_lib.config_digest(_trained_config(spec).to_dict())
     for folder in (records, *reuse_records):
       record = records_lib.read_record(records_lib.record_path(folder, spec.name))
-      if record is None or record.get("config_digest") != digest:
+      # the digest of the record's config as this code writes it (the field written with
+      # the record may be of an earlier rule: see `records_lib.config_digest`)
+      if record is None or records_lib.config_digest(record.get("config") or {}) != digest:
         continue
       if records_lib.is_stale(record):
         if folder == records:

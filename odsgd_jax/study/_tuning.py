@@ -82,7 +82,7 @@ RATE_FACTORS = (0.5, 1.0, 2.0)
 KEY_OPTIONS: dict[str, tuple[str, tuple[Any, Any]]] = {
     "ssgd": ("optimizer.warmup_steps", (0, "a tenth of the run")),
     "asgd": ("strategy.delay_compensation", (0.0, 2.0)),
-    "odsgd": ("strategy.correction", ("none", "spike")),
+    "odsgd": ("strategy.correction", ("spike", "none")),
     "pseudo_sync": ("strategy.correction", ("replay+spike", "none")),
     "local_sgd": ("strategy.period", (4, 2)),
     "oscars": ("strategy.period", (4, 2)),
