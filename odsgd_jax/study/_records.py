@@ -33,6 +33,7 @@ import jax
 import jaxlib
 
 from odsgd_jax import xla_flags
+from odsgd_jax.strategies import STRATEGIES
 
 RECORDS_FOLDER = "records"  # at the repository's root, one folder per generated table
 FORMAT = 1
@@ -71,7 +72,6 @@ def config_digest(config: dict[str, Any]) -> str:
 
 
 def _without_factory_defaults(strategy: dict[str, Any]) -> dict[str, Any]:
-  from odsgd_jax.strategies import STRATEGIES  # pylint: disable=g-import-not-at-top
   definition = STRATEGIES.get(strategy.get("name"))
   if definition is None:
     return strategy
