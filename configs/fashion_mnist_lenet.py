@@ -24,13 +24,4 @@ def get_config(arg: str = "ssgd"):
   config.optimizer.learning_rate = 0.05
   config.train.num_steps = 1500  # 3.6 epochs of the 54,000 training images
   config.train.eval_every = 50
-  config = _strategies.with_arg(config, arg)
-  if config.strategy.name == "odsgd":
-    # For now OD-SGD keeps its former default here: 200 synchronous steps first, no delay
-    # correction. Issue 75 settled its default (no warm-up, spike) on MNIST-1D, where that
-    # warm-up made every run collapse; here the runs did not (largest drawdown 0.08, as
-    # ssgd's 0.05), and this workload's tables are retrained with the settled default, and
-    # checked no worse, before it applies here (docs/delays.md).
-    config.strategy.warmup_steps = 200
-    config.strategy.correction = "none"
-  return config
+  return _strategies.with_arg(config, arg)
