@@ -17,7 +17,6 @@ costs"): their split.
 """
 
 import datetime
-import glob
 import os
 
 from odsgd_jax import study
@@ -60,7 +59,7 @@ def _wall_minutes(records: list[dict]) -> float:
 
 def _size(folders: str) -> float:
   return sum(os.path.getsize(p) for folder in folders.split(",")
-             for p in glob.glob(os.path.join(folder, "**", "*.json"), recursive=True)) / 2**20
+             for p in records_lib.record_files(folder, recursive=True)) / 2**20
 
 
 def _row(title: str, records: list[dict], folder: str) -> list[str]:

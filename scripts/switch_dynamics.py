@@ -30,7 +30,6 @@ and loss alone (the figure's other strategies); `--figure` draws every label's a
 """
 
 import argparse
-import json
 import os
 import shlex
 import sys
@@ -43,6 +42,7 @@ import numpy as np
 import optax
 
 from odsgd_jax import data, study, train
+from odsgd_jax.study import _records as records_lib
 
 
 class _WindowDone(Exception):
@@ -237,7 +237,7 @@ def shown_steps(shown: str) -> set[int]:
 
 
 def record_path(records: str, label: str, seed: int) -> str:
-  return os.path.join(records, f"{label}_seed{seed}.json")
+  return records_lib.record_path(records, f"{label}_seed{seed}")
 
 
 def probe(args: argparse.Namespace, seed: int) -> dict[str, Any]:
@@ -265,10 +265,9 @@ def figure(records: str, labels: list[str], path: str) -> None:
   import matplotlib.pyplot as plt
   found = {}
   for label in labels:
-    for name in sorted(os.listdir(records)):
-      if name.startswith(f"{label}_seed"):
-        with open(os.path.join(records, name), encoding="utf-8") as f:
-          record = json.load(f)
+    for path in records_lib.record_files(records):
+      if os.path.basename(path).startswith(f"{label}_seed"):
+        record = records_lib.read_json(path)
         found.setdefault(record["seed"], []).append(record)
   seeds = sorted(found)
   fig, axes = plt.subplots(1, len(seeds), figsize=(6 * len(seeds), 4), squeeze=False)
@@ -315,12 +314,14 @@ def main() -> None:
   for seed in study.parse_seeds(args.seeds):
     path = record_path(args.records, args.label, seed)
     if args.from_records:
-      with open(path, encoding="utf-8") as f:
-        record = json.load(f)
+      try:
+        record = records_lib.read_json(path)
+      except (OSError, ValueError, EOFError) as error:
+        sys.exit(f"no readable record of {args.label}, seed {seed} at {path} ({error}): "
+                 f"run without --from_records to train it")
     else:
       record = probe(args, seed)
-      with open(path, "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=0)
+      records_lib.write_record(path, record)
     parts.append(f"{args.label}, seed {seed}:\n\n" + table(record["rows"],
                                                           shown_steps(args.shown)))
   print("\n\n".join(parts))

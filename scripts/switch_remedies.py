@@ -13,8 +13,6 @@ Differences are paired by seed against the setting named by --baseline.
 """
 
 import argparse
-import glob
-import json
 import os
 import shlex
 import sys
@@ -23,6 +21,7 @@ import numpy as np
 from scipy import stats
 
 from odsgd_jax import study
+from odsgd_jax.study import _records as records_lib
 
 WINDOW = (100, 1000)
 
@@ -40,10 +39,9 @@ def drawdown(evaluations: list[dict[str, float]]) -> float:
 def settings(records: str) -> dict[str, dict[int, dict]]:
   """{"folder: label": {seed: record}} for every record below `records`."""
   found: dict[str, dict[int, dict]] = {}
-  for path in sorted(glob.glob(os.path.join(records, "**", "*.json"), recursive=True)):
-    with open(path, encoding="utf-8") as f:
-      record = json.load(f)
-    if not isinstance(record, dict) or "label" not in record or record.get("summary") is None:
+  for path in records_lib.record_files(records, recursive=True):
+    record = records_lib.read_record(path)
+    if record is None or "label" not in record or record.get("summary") is None:
       continue
     folder = os.path.relpath(os.path.dirname(path), records)
     if folder.endswith("pilot"):

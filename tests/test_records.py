@@ -208,12 +208,12 @@ def test_a_study_killed_between_runs_resumes_from_a_fresh_clone_of_its_records(
   process = subprocess.Popen(_compare(str(first), data_dir, str(kept), "--processes", "1"),
                              cwd=first, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   deadline = time.time() + 600
-  while (len(list(kept.rglob("*.json"))) < 2 and process.poll() is None
+  while (len(list(kept.rglob("*.json.gz"))) < 2 and process.poll() is None
          and time.time() < deadline):
     time.sleep(0.2)
   process.send_signal(signal.SIGKILL)
   process.wait(timeout=60)
-  made = {str(p.relative_to(kept)): p.read_bytes() for p in kept.rglob("*.json")}
+  made = {str(p.relative_to(kept)): p.read_bytes() for p in kept.rglob("*.json.gz")}
   assert 2 <= len(made) < 5, "the study was not killed part way"
   _git("init", "-q", cwd=first)
   _git("add", "records", cwd=first)
@@ -226,9 +226,9 @@ def test_a_study_killed_between_runs_resumes_from_a_fresh_clone_of_its_records(
                "--resume"), cwd=second, capture_output=True, text=True, timeout=600)
   assert resumed.returncode == 0, resumed.stderr[-2000:]
   trained = sorted(p.name for p in (second / "runs").rglob("*_seed*") if p.is_dir())
-  expected = sorted(os.path.basename(name)[:-5] for name in
-                    ("pilot/ssgd_seed7.json", "ssgd_seed0.json", "ssgd_seed1.json",
-                     "odsgd_seed0.json", "odsgd_seed1.json") if name not in made)
+  expected = sorted(os.path.basename(name).removesuffix(records.SUFFIX) for name in
+                    ("pilot/ssgd_seed7.json.gz", "ssgd_seed0.json.gz", "ssgd_seed1.json.gz",
+                     "odsgd_seed0.json.gz", "odsgd_seed1.json.gz") if name not in made)
   assert trained == expected  # only the missing runs trained
   for name, content in made.items():  # the committed records reused as they were
     assert (second / "records" / "tiny" / name).read_bytes() == content
@@ -348,3 +348,43 @@ def test_a_rebuild_from_records_keeps_only_the_derived_figures_it_used(tmp_path)
   assert again.get("computed") == 4
   again.save()
   assert records.Derived(str(tmp_path)).values == {"computed": 4}
+
+
+def test_a_record_is_written_compressed_the_same_bytes_each_time_and_read_back(tmp_path):
+  """Records are gzip-compressed JSON (issue 76), with no time in the header, so that the
+  same record gives the same file (a rebuild leaves the committed files as they were)."""
+  record = {"format": records.FORMAT, "label": "ssgd", "seed": 3,
+            "evaluations": [{"step": 4, "validation_accuracy": 0.5286666666666666}]}
+  path = records.record_path(str(tmp_path), "ssgd_seed3")
+  assert path.endswith(".json.gz")
+  records.write_record(path, record)
+  first = open(path, "rb").read()
+  time.sleep(1.1)  # gzip's header would otherwise hold the second
+  records.write_record(path, record)
+  assert open(path, "rb").read() == first
+  assert first[:2] == b"\x1f\x8b"
+  assert records.read_record(path) == record
+  assert records.records_in(str(tmp_path)) == [record]
+
+
+def test_an_uncompressed_record_of_before_issue_76_is_still_read(tmp_path):
+  """A records folder written before records were compressed (`<name>.json`) is read as it
+  is; where a compressed record of the same name is beside it, that one counts."""
+  old = {"format": records.FORMAT, "label": "odsgd", "seed": 0, "summary": {"steps": 1}}
+  new = {**old, "summary": {"steps": 2}}
+  records.write_record(str(tmp_path / "odsgd_seed0.json"), old)
+  path = records.record_path(str(tmp_path), "odsgd_seed0")
+  assert records.read_record(path) == old
+  assert records.records_in(str(tmp_path)) == [old]
+  records.write_record(path, new)
+  assert records.read_record(path) == new
+  assert records.records_in(str(tmp_path)) == [new]
+  (tmp_path / "cut.json.gz").write_bytes(open(path, "rb").read()[:20])  # killed mid-write
+  assert records.read_record(str(tmp_path / "cut.json.gz")) is None
+
+
+def test_the_committed_records_take_at_most_50_mb():
+  """What `du -s --apparent-size records` counts: every file below records/."""
+  size = sum(os.path.getsize(os.path.join(folder, name))
+             for folder, _, names in os.walk(os.path.join(REPO, "records")) for name in names)
+  assert size <= 50 * 10**6, f"records/ takes {size / 10**6:.1f} MB, more than 50 MB"

@@ -22,6 +22,7 @@ import atexit
 import datetime
 import functools
 import glob
+import gzip
 import hashlib
 import json
 import os
@@ -37,6 +38,9 @@ from odsgd_jax.strategies import STRATEGIES
 
 RECORDS_FOLDER = "records"  # at the repository's root, one folder per generated table
 FORMAT = 1
+# a record's file: its JSON, gzip-compressed (issue 76: the evaluation rows' full-precision
+# floats had the records outgrow the 50 MB they may take; compressed they take a quarter)
+SUFFIX = ".json.gz"
 STALE_POLICIES = ("refuse", "retrain", "accept")
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # odsgd_jax/
 _NOT_TRAJECTORY = ("study",)  # subpackages that only read finished runs
@@ -144,36 +148,66 @@ def commit() -> str:
 
 
 def record_path(folder: str, name: str) -> str:
-  return os.path.join(folder, f"{name}.json")
+  return os.path.join(folder, name + SUFFIX)
+
+
+def read_json(path: str) -> Any:
+  """The JSON value in `path`, gzip-compressed where its name ends in ".gz".
+
+  Raises:
+    OSError: no such file, or a compressed one cut short.
+    ValueError: not JSON.
+  """
+  opener = gzip.open if path.endswith(".gz") else open
+  with opener(path, "rt", encoding="utf-8") as f:
+    return json.load(f)
 
 
 def read_record(path: str) -> dict[str, Any] | None:
   """The record at `path`, or None: none there, or one cut short (a kill while writing it
-  leaves the previous one, as records are written by renaming)."""
-  try:
-    with open(path, encoding="utf-8") as f:
-      record = json.load(f)
-  except (OSError, ValueError):
-    return None
-  return record if isinstance(record, dict) and record.get("format") == FORMAT else None
+  leaves the previous one, as records are written by renaming). Where none is at a
+  compressed record's path, an uncompressed one of the same name (records before issue 76
+  were plain `<name>.json`) is read instead."""
+  for candidate in (path, path.removesuffix(".gz")) if path.endswith(SUFFIX) else (path,):
+    try:
+      record = read_json(candidate)
+    except (OSError, ValueError, EOFError):
+      continue
+    return record if isinstance(record, dict) and record.get("format") == FORMAT else None
+  return None
+
+
+def record_files(folder: str, recursive: bool = False) -> list[str]:
+  """The JSON files in `folder` (and the folders below it, if `recursive`), by name: a
+  compressed one where an uncompressed one of the same name is beside it."""
+  paths = {}
+  for suffix in (".json", SUFFIX):  # the compressed one last: it replaces its namesake
+    pattern = os.path.join(folder, "**" if recursive else "", "*" + suffix)
+    paths.update({path.removesuffix(suffix): path
+                  for path in glob.glob(pattern, recursive=recursive)})
+  return [paths[name] for name in sorted(paths)]
 
 
 def records_in(folder: str, recursive: bool = False) -> list[dict[str, Any]]:
   """Every record in `folder` (and the folders below it, if `recursive`), by file name."""
-  pattern = os.path.join(folder, "**", "*.json") if recursive else os.path.join(folder, "*.json")
-  found = (read_record(path) for path in sorted(glob.glob(pattern, recursive=recursive)))
+  found = (read_record(path) for path in record_files(folder, recursive))
   return [record for record in found if record is not None and "label" in record]
 
 
 def write_record(path: str, record: Any, indent: int | None = None) -> None:
-  """Writes `record` whole or not at all (a temporary file renamed into place); compact,
-  or with `indent` for a file read in diffs."""
+  """Writes `record` whole or not at all (a temporary file renamed into place): compact and
+  gzip-compressed where `path` ends in ".gz" (no time in the header: the same record gives
+  the same bytes), else plain, with `indent` for a file read in diffs."""
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
   temporary = f"{path}.tmp{os.getpid()}"
-  with open(temporary, "w", encoding="utf-8") as f:
-    json.dump(record, f, separators=None if indent else (",", ":"), indent=indent,
-              sort_keys=True)
-    f.write("\n")
+  text = json.dumps(record, separators=None if indent else (",", ":"), indent=indent,
+                    sort_keys=True) + "\n"
+  if path.endswith(".gz"):
+    with open(temporary, "wb") as f:
+      f.write(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
+  else:
+    with open(temporary, "w", encoding="utf-8") as f:
+      f.write(text)
   os.replace(temporary, path)
 
 
@@ -204,7 +238,7 @@ def accepted(record: dict[str, Any]) -> dict[str, Any]:
 class Derived:
   """Figures computed from a study's runs that take long to compute again (the equal-time
   budgets, the clock's replays for the "robust to the clock" column), kept beside its
-  records in `derived.json`, each under a key of everything it is computed from and the
+  records in `derived.json.gz`, each under a key of everything it is computed from and the
   code that computes it: a rebuild from records reads them instead of computing them
   again. A cache, not a record: deleting the file only makes the next rebuild slower.
 
@@ -212,7 +246,7 @@ class Derived:
   need, so when it ends the file keeps only those: figures of other code (the key holds
   the trajectory digest) would otherwise pile up with every accepted change."""
 
-  FILE = "derived.json"
+  FILE = "derived" + SUFFIX
   # by file: the keys every `Derived` of this process read or wrote there (a study's budgets
   # and its replays are kept in the same file by two of them)
   _used_in: dict[str, set[str]] = {}
@@ -224,9 +258,8 @@ class Derived:
     self.used = Derived._used_in.setdefault(os.path.abspath(self.path), set())
     self.prune = prune
     try:
-      with open(self.path, encoding="utf-8") as f:
-        self.values = json.load(f)
-    except (OSError, ValueError):  # none yet, or cut short: computed again
+      self.values = read_json(self.path)
+    except (OSError, ValueError, EOFError):  # none yet, or cut short: computed again
       pass
     if prune:
       atexit.register(self.save)

@@ -277,7 +277,8 @@ def _reused(specs: Sequence[RunSpec], workdirs: Sequence[str], records: str,
   if stale and stale_policy == "refuse":
     first = stale[0][1]
     raise StudyInputError(
-        f"{len(stale)} records in {records} (first: {specs[stale[0][0]].name}.json, commit "
+        f"{len(stale)} records in {records} (first: "
+        f"{specs[stale[0][0]].name}{records_lib.SUFFIX}, commit "
         f"{first.get('commit')}) were made by other code than this checkout's (trajectory "
         f"code {first.get('code', {}).get('trajectory')} against "
         f"{records_lib.trajectory_digest()}, or another JAX or platform): they are not reused "
@@ -316,7 +317,8 @@ def _check_one_device_count(specs: Sequence[RunSpec], results: Sequence[RunResul
   against = (f"this process, which trains the rest, has {here}" if training
              else f"others there were made on {reference}")
   raise StudyInputError(
-      f"{len(elsewhere)} records in {records} (first: {specs[i].name}.json) were made on "
+      f"{len(elsewhere)} records in {records} (first: {specs[i].name}{records_lib.SUFFIX}) "
+      f"were made on "
       f"{count} devices ({results[i].environment}); {against}: a study does not mix device "
       f"counts. Run it with the records' count (XLA_FLAGS="
       f"--xla_force_host_platform_device_count=N on a CPU host; the study scripts set "
@@ -343,7 +345,7 @@ def run_study(specs: Sequence[RunSpec], output: str, *, processes: int = 1,
       same config is copied, not trained again (e.g. a tuned setting that is the default).
     report: called with each result as it arrives (e.g. to print progress).
     records: the folder of the study's run records (`_records`): each finished run writes
-      `<records>/<spec.name>.json`; with `resume` (or `keeping.from_records`) a record of
+      `<records>/<spec.name>.json.gz`; with `resume` (or `keeping.from_records`) a record of
       the same config made by this code is its result. None: no records.
     reuse_records: record folders of other studies, searched like `reuse`.
     keeping: reading only records, stale records, a time to stop launching runs.
@@ -375,7 +377,8 @@ def run_study(specs: Sequence[RunSpec], output: str, *, processes: int = 1,
   if keeping.from_records and todo:
     raise StudyInputError(
         f"{len(todo)} of the {len(specs)} runs have no record of their config made by this "
-        f"code in {records} (first: {specs[todo[0]].name}.json): train them (the same "
+        f"code in {records} (first: {specs[todo[0]].name}{records_lib.SUFFIX}): train them "
+        f"(the same "
         f"command with --resume instead of --from_records), or see --stale")
   os.makedirs(output, exist_ok=True)
   twins = [[os.path.join(folder, "runs", spec.name) for folder in reuse] for spec in specs]
