@@ -253,13 +253,14 @@ def main() -> None:
         with open(tuned_file, encoding="utf-8") as f:
           tuned[data] = json.load(f)
         break
+    # the budgets counted before, kept with the records
+    budgets = study.Derived(kept, accept=args.stale == "accept") if kept else None
     for kind, strategies in tuning.CLAIMS_STRATEGIES.items():
       config = tuning.CLAIMS_CONFIGS[data][kind] + variant
       studies[data, f"pilot_{kind}"] = study.final_evaluation_only(
           study.strategy_specs(config, ["ssgd"], pilot_seeds, shared))
       # every compared run trains for ssgd's simulated time of the same seed (or its own
       # steps, if more): docs/results.md, "How a claim is decided"
-      budgets = study.Derived(kept) if kept else None  # counted before: kept with the records
       studies[data, kind] = study.equal_time_specs(
           study.strategy_specs(config, list(strategies), seeds, shared), "ssgd", budgets)
       if data in replicated:

@@ -83,7 +83,8 @@ def main() -> None:
   equal_time = args.budget == "time" and len(names) > 1
   if equal_time:  # the budgets counted before kept beside the records
     kept = study.records_folder(args)
-    specs = study.equal_time_specs(specs, baseline, study.Derived(kept) if kept else None)
+    specs = study.equal_time_specs(
+        specs, baseline, study.Derived(kept, accept=args.stale == "accept") if kept else None)
   study.check_specs(specs, args.output, args.processes)  # before the pilots train
   pilots = None
   if pilot_seeds:  # the baseline on seeds of its own, first: the targets' level

@@ -47,7 +47,7 @@ def main() -> None:
   cluster = tuning.cluster_overrides(args.preset, args.workload)
   configs = tuning.CLAIMS_CONFIGS[args.data]
   kept = study.records_folder(args)  # the records, and the budgets counted with them
-  budgets = study.Derived(kept) if kept else None
+  budgets = study.Derived(kept, accept=args.stale == "accept") if kept else None
   studies = {}
   for kind, strategies in tuning.CLAIMS_STRATEGIES.items():
     config = f"{configs[kind]}:{args.variant}" if args.variant else configs[kind]

@@ -327,27 +327,57 @@ def test_the_switch_tables_regenerate_from_their_records(section):
 
 
 def test_a_rebuild_from_records_keeps_only_the_derived_figures_it_used(tmp_path):
-  """derived.json is a cache keyed by the trajectory code: a --from_records rebuild keeps the
-  figures it read or computed and drops the rest (those of earlier code), where a study that
-  trains merges what it computed into the file."""
-  records.write_record(str(tmp_path / records.Derived.FILE), {"old": 1, "read": 2})
+  """derived.json.gz is a cache keyed by the trajectory code: a --from_records rebuild keeps
+  the figures it read or computed and drops the rest (those of earlier code), where a study
+  that trains merges what it computed into the file."""
+  here = records.trajectory_digest()
+  records.write_record(str(tmp_path / records.Derived.FILE),
+                       {records.Derived._stored(here, records.Derived.key("old")): 1,
+                        records.Derived._stored(here, records.Derived.key("read")): 2})
   merged = records.Derived(str(tmp_path))
-  merged.put("new", 3)
+  merged.put(records.Derived.key("new"), 3)
   merged.save()
-  assert records.Derived(str(tmp_path)).values == {"old": 1, "read": 2, "new": 3}
+  assert len(records.Derived(str(tmp_path)).values) == 3
   records.Derived._used_in.clear()  # a rebuild in a new process
   pruned = records.Derived(str(tmp_path), prune=True)
-  assert pruned.get("read") == 2 and pruned.get("missing") is None
-  pruned.put("computed", 4)
+  assert pruned.get(pruned.key("read")) == 2 and pruned.get(pruned.key("missing")) is None
+  pruned.put(pruned.key("computed"), 4)
   budgets = records.Derived(str(tmp_path))  # another user of the file in the same process
-  assert budgets.get("old") == 1
+  assert budgets.get(budgets.key("old")) == 1
   pruned.save()
-  assert records.Derived(str(tmp_path)).values == {"old": 1, "read": 2, "computed": 4}
+  kept = records.Derived(str(tmp_path))
+  assert sorted(kept.values.values()) == [1, 2, 4]
   records.Derived._used_in.clear()  # another new process: only what it uses is kept
   again = records.Derived(str(tmp_path), prune=True)
-  assert again.get("computed") == 4
+  assert again.get(again.key("computed")) == 4
   again.save()
-  assert records.Derived(str(tmp_path)).values == {"computed": 4}
+  assert list(records.Derived(str(tmp_path)).values.values()) == [4]
+
+
+def test_figures_of_code_declared_to_make_the_same_runs_are_kept_not_computed_again(tmp_path):
+  """An accepted record's figures (computed by the code it was made by) hold for this code,
+  which was declared to make the same runs: they are read and kept again under this code.
+  Figures of other code hold only under such a declaration: for a run, its record's
+  lineage; for the budgets, the study's --stale accept."""
+  here, before, unrelated = records.trajectory_digest(), "0" * 16, "f" * 16
+  records.write_record(str(tmp_path / records.Derived.FILE),
+                       {records.Derived._stored(before, records.Derived.key("replay", 1)): "kept",
+                        records.Derived._stored(unrelated, records.Derived.key("replay", 2)):
+                        "other code"})
+  record = {"format": records.FORMAT, "label": "ssgd", "seed": 0,
+            "code": {"trajectory": here}, "accepted_from": [{"trajectory": before}]}
+  records.write_record(records.record_path(str(tmp_path), "ssgd_seed0"), record)
+  assert records.lineage(record) == (here, before)
+  records.Derived._used_in.clear()
+  derived = records.Derived(str(tmp_path))
+  first, second = derived.key("replay", 1), derived.key("replay", 2)
+  assert derived.get(first) is None  # no declaration named
+  assert derived.get(first, lineage=records.lineage(record)) == "kept"
+  assert derived.values[records.Derived._stored(here, first)] == "kept"  # kept again
+  assert derived.get(second, lineage=records.lineage(record)) is None
+  accepting = records.Derived(str(tmp_path), accept=True)  # the folder's lineages
+  assert accepting.get(first) == "kept"
+  assert accepting.get(second) is None  # no record of the folder was made by it
 
 
 def test_a_record_is_written_compressed_the_same_bytes_each_time_and_read_back(tmp_path):

@@ -235,28 +235,46 @@ def accepted(record: dict[str, Any]) -> dict[str, Any]:
           "accepted_from": [*record.get("accepted_from", []), record.get("code")]}
 
 
+def lineage(record: dict[str, Any]) -> tuple[str, ...]:
+  """The trajectory digests of the code a record was made by and of every code it was
+  accepted under since (`--stale accept`): code declared to make the same runs."""
+  codes = [record.get("code") or {}, *record.get("accepted_from", [])]
+  return tuple(dict.fromkeys(code.get("trajectory") for code in codes
+                             if isinstance(code, dict) and code.get("trajectory")))
+
+
 class Derived:
   """Figures computed from a study's runs that take long to compute again (the equal-time
   budgets, the clock's replays for the "robust to the clock" column), kept beside its
   records in `derived.json.gz`, each under a key of everything it is computed from and the
-  code that computes it: a rebuild from records reads them instead of computing them
-  again. A cache, not a record: deleting the file only makes the next rebuild slower.
+  code that computes it (the trajectory digest): a rebuild from records reads them instead
+  of computing them again. A cache, not a record: deleting the file only makes the next
+  rebuild slower.
+
+  A figure kept under code that was declared to make the same runs as this code (the
+  `lineage` of an accepted record; for the budgets, which read configs and no run, the
+  lineages of the folder's records where `accept`, the study's --stale accept) is taken as
+  this code's and kept again under it: accepting a change that moves no trajectory does
+  not compute every figure again (issue 76: that took the claims 25 minutes).
 
   `prune`: a rebuild from records alone (`--from_records`) reads every figure its tables
-  need, so when it ends the file keeps only those: figures of other code (the key holds
-  the trajectory digest) would otherwise pile up with every accepted change."""
+  need, so when it ends the file keeps only those: figures of other code would otherwise
+  pile up with every accepted change."""
 
   FILE = "derived" + SUFFIX
   # by file: the keys every `Derived` of this process read or wrote there (a study's budgets
   # and its replays are kept in the same file by two of them)
   _used_in: dict[str, set[str]] = {}
 
-  def __init__(self, folder: str, prune: bool = False):
+  def __init__(self, folder: str, prune: bool = False, accept: bool = False):
     self.path = os.path.join(folder, self.FILE)
     self.values: dict[str, Any] = {}
     self.changed = False
     self.used = Derived._used_in.setdefault(os.path.abspath(self.path), set())
     self.prune = prune
+    self.accepted = tuple(dict.fromkeys(
+        digest for record in records_in(folder, recursive=True)
+        for digest in lineage(record))) if accept else ()
     try:
       self.values = read_json(self.path)
     except (OSError, ValueError, EOFError):  # none yet, or cut short: computed again
@@ -264,21 +282,39 @@ class Derived:
     if prune:
       atexit.register(self.save)
 
+  class Key(tuple):
+    """What a figure is computed from (`Derived.key`); kept under a digest of it and of
+    the code that computed it."""
+
   @staticmethod
-  def key(*parts: Any) -> str:
-    text = json.dumps([trajectory_digest(), *parts], sort_keys=True, default=str)
+  def key(*parts: Any) -> "Derived.Key":
+    return Derived.Key(parts)
+
+  @staticmethod
+  def _stored(digest: str, key: "Derived.Key") -> str:
+    text = json.dumps([digest, *key], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
-  def get(self, key: str) -> Any:
-    if key in self.values:
-      self.used.add(key)
-    return self.values.get(key)
+  def get(self, key: "Derived.Key", lineage: tuple[str, ...] = ()) -> Any:
+    """The figure kept for `key` by this code, or by code of `lineage` or code the study
+    accepts (then kept again under this code's); None if none is."""
+    for digest in dict.fromkeys((trajectory_digest(), *lineage, *self.accepted)):
+      stored = self._stored(digest, key)
+      if stored in self.values:
+        value = self.values[stored]
+        if digest == trajectory_digest():
+          self.used.add(stored)
+        else:
+          self.put(key, value)  # kept again under this code's
+        return value
+    return None
 
-  def put(self, key: str, value: Any) -> None:
+  def put(self, key: "Derived.Key", value: Any) -> None:
     if not self.changed and not self.prune:
       atexit.register(self.save)  # once, when the script ends, whatever the report needed
-    self.values[key], self.changed = value, True
-    self.used.add(key)
+    stored = self._stored(trajectory_digest(), key)
+    self.values[stored], self.changed = value, True
+    self.used.add(stored)
 
   def save(self) -> None:
     """Writes the figures, merged with what another `Derived` of the folder wrote since

@@ -112,7 +112,7 @@ def retimed_result(result: RunResult, constants: Mapping[str, float]) -> RunResu
   if result.derived is not None and result.config is not None:  # replayed before: kept
     key = result.derived.key("replay", records_lib.config_digest(result.config),
                              sorted(used.items()), steps)
-    kept = result.derived.get(key)
+    kept = result.derived.get(key, lineage=result.lineage)
   if kept is None:
     times = _replayed_times(result, used)
     kept = {"at": [float(times[s - 1]) if s else 0.0 for s in steps], "end": float(times[-1])}

@@ -54,6 +54,7 @@ class RunResult:
   environment: str = ""
   seconds: float | None = None
   derived: records_lib.Derived | None = None  # the study's kept figures (its replays)
+  lineage: tuple[str, ...] = ()  # its record's `records_lib.lineage`: whose figures hold
 
   @property
   def accuracy(self) -> float | None:
@@ -112,7 +113,7 @@ def _record_of(result: RunResult) -> dict[str, Any]:
 def _from_record(spec: RunSpec, record: dict[str, Any], workdir: str) -> RunResult:
   return RunResult(spec, record["summary"], record["evaluations"], record["error"], workdir,
                    record["config"], record["clock"], record["environment"],
-                   record.get("seconds"))
+                   record.get("seconds"), lineage=records_lib.lineage(record))
 
 
 def _finished_summary(workdir: str, config: dict[str, Any]) -> dict[str, Any] | None:
