@@ -62,17 +62,26 @@ def devices_of(environment_text: str) -> int | None:
 
 
 def config_digest(config: dict[str, Any]) -> str:
-  """The digest of a resolved config (`ConfigDict.to_dict()`), independent of key order and
-  of the strategy options written at their factory's default: an option a config leaves
+  """The digest of a resolved config (`ConfigDict.to_dict()`), independent of key order, of
+  the fields added since records were made at their default (`_ADDED_FIELDS`), and of the
+  strategy options written at their factory's default: an option a config leaves
   out runs that default (the factory and its timeline fill it in), so both write the same
   run. (Issue 75 registered odsgd's `correction`: every earlier odsgd config had left it
   out, and a study pinning the former "none" would not have found their records.)"""
   config = json.loads(json.dumps(config))
+  for (section, field), default in _ADDED_FIELDS.items():
+    if isinstance(config.get(section), dict) and config[section].get(field, default) == default:
+      config[section].pop(field, None)
   strategy = config.get("strategy")
   if isinstance(strategy, dict):
     config["strategy"] = _without_factory_defaults(strategy)
   text = json.dumps(config, sort_keys=True)
   return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# config fields added after records were made, by their default: a config holding one at
+# it is the same run as one of before, without it (issue 76's data.task)
+_ADDED_FIELDS = {("data", "task"): ""}
 
 
 def _without_factory_defaults(strategy: dict[str, Any]) -> dict[str, Any]:
@@ -269,6 +278,7 @@ class Derived:
   def __init__(self, folder: str, prune: bool = False, accept: bool = False):
     self.path = os.path.join(folder, self.FILE)
     self.values: dict[str, Any] = {}
+    self.added: set[str] = set()  # the keys this one put: what it merges into the file
     self.changed = False
     self.used = Derived._used_in.setdefault(os.path.abspath(self.path), set())
     self.prune = prune
@@ -315,6 +325,7 @@ class Derived:
     stored = self._stored(trajectory_digest(), key)
     self.values[stored], self.changed = value, True
     self.used.add(stored)
+    self.added.add(stored)
 
   def save(self) -> None:
     """Writes the figures, merged with what another `Derived` of the folder wrote since
@@ -323,9 +334,10 @@ class Derived:
       values = {**Derived(os.path.dirname(self.path)).values, **self.values}
       write_record(self.path, {key: values[key] for key in sorted(self.used) if key in values})
       self.changed = False
-    if self.changed:
+    if self.changed:  # what this one put, into what the file holds now (another may have
+      # pruned it since: what it read then is not written back)
       merged = Derived(os.path.dirname(self.path)).values
-      merged.update(self.values)
+      merged.update({key: self.values[key] for key in self.added})
       write_record(self.path, merged)
       self.changed = False
 
