@@ -378,6 +378,15 @@ def test_figures_of_code_declared_to_make_the_same_runs_are_kept_not_computed_ag
   accepting = records.Derived(str(tmp_path), accept=True)  # the folder's lineages
   assert accepting.get(first) == "kept"
   assert accepting.get(second) is None  # no record of the folder was made by it
+  # a rebuild's pruned figures, then the budgets' (which put the figure again) saved after
+  records.Derived._used_in.clear()
+  pruned = records.Derived(str(tmp_path), prune=True)
+  budgets = records.Derived(str(tmp_path), accept=True)
+  assert budgets.get(first) == "kept"
+  assert pruned.get(first, lineage=records.lineage(record)) == "kept"
+  pruned.save()
+  budgets.save()
+  assert list(records.Derived(str(tmp_path)).values) == [records.Derived._stored(here, first)]
 
 
 def test_a_record_is_written_compressed_the_same_bytes_each_time_and_read_back(tmp_path):

@@ -7,7 +7,7 @@ import os
 from tests.helpers import REPO
 
 LAYERS = (("experiments", "scripts"), ("configs",), ("study",), ("train",), ("strategies",),
-          ("comm", "cluster"), ("parallel", "data", "models"), ("domains", "xla_flags"))
+          ("comm", "cluster"), ("parallel", "data", "models", "tasks"), ("domains", "xla_flags"))
 _LAYER = {package: depth for depth, packages in enumerate(LAYERS) for package in packages}
 
 

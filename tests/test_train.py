@@ -245,8 +245,8 @@ def test_batchnorm_statistics_are_per_worker_and_averaged_for_eval():
   np.testing.assert_allclose(evaluated["batch_stats"]["BatchNorm_0"]["mean"], means.mean(0),
                              rtol=1e-6)
   eval_batch = {"image": images[0], "label": np.zeros(4, np.int32), "mask": np.ones(4, bool)}
-  loss, correct = make_eval_step(model, get_strategy("ssgd"))(state, eval_batch)
-  assert np.isfinite(loss) and 0 <= correct <= 4
+  sums = make_eval_step(model, get_strategy("ssgd"))(state, eval_batch)
+  assert np.isfinite(sums["loss"]) and 0 <= sums["accuracy"] <= 4 and sums["count"] == 4
 
 
 @pytest.mark.parametrize("config_name,model_options", [

@@ -41,6 +41,7 @@ class DatasetSpec:
       the run; then the test split only at its end), or None: the test split throughout.
     in_memory: decode the splits into memory once (small data sets), instead of
       reading records batch by batch.
+    task: the name of what a model learns from it (`odsgd_jax.tasks.TASKS`).
   """
 
   num_classes: int
@@ -53,6 +54,7 @@ class DatasetSpec:
   test_split: str = "test"
   validation_split: str | None = None
   in_memory: bool = True
+  task: str = "classification"
 
 
 DATASETS: dict[str, DatasetSpec] = {

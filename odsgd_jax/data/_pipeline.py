@@ -255,8 +255,6 @@ def eval_batches(split: Any, spec: DatasetSpec, batch_size: int) -> Iterator[dic
     indices = np.arange(start, min(start + batch_size, len(split)))
     batch = eval_batch(spec, split, indices)
     pad = batch_size - len(indices)
-    yield {
-        "image": np.pad(batch["image"], [(0, pad)] + [(0, 0)] * (batch["image"].ndim - 1)),
-        "label": np.pad(batch["label"], (0, pad)),
-        "mask": np.arange(batch_size) < len(indices),
-    }
+    yield {**{key: np.pad(value, [(0, pad)] + [(0, 0)] * (value.ndim - 1))
+              for key, value in batch.items()},
+           "mask": np.arange(batch_size) < len(indices)}

@@ -59,6 +59,19 @@ def model_options(name: str) -> dict[str, Any]:
   }
 
 
+def register_model(name: str, module: type[nn.Module],
+                   options: dict[str, domains.Domain] | None = None) -> None:
+  """Makes `module` (a flax module taking `num_classes`: its outputs' size, and the options
+  a config may set, with defaults) known as model `name`; `options`: each option's domain,
+  checked with the config (an option without one is taken as given)."""
+  fields = {f.name for f in dataclasses.fields(module) if f.init}
+  if "num_classes" not in fields:
+    raise ValueError(f"model {name!r}: {module.__name__} has no num_classes field (its "
+                     f"outputs' size: the classes, or the vocabulary)")
+  MODELS[name] = module
+  DOMAINS[name] = dict(options or {})
+
+
 def make_model(name: str, num_classes: int, **options: Any) -> nn.Module:
   """Builds model `name` for `num_classes` outputs with the given options."""
   if name not in MODELS:

@@ -13,7 +13,7 @@ _CACHE_BYTES = 256 * 2**20
 
 
 class Evaluator:
-  """Loss and accuracy of a train state's model over a whole split, named by the split
+  """The task's metrics of a train state's model over a whole split, named by the split
   (`test_loss`, `test_accuracy`; `validation_...`).
 
   The batches are read, padded and laid out once when they fit in `_CACHE_BYTES`
@@ -39,10 +39,9 @@ class Evaluator:
             for batch in eval_batches(self._split, self._spec, self._batch_size))
 
   def __call__(self, state: Any) -> dict[str, float]:
-    total_loss, correct = 0.0, 0.0
+    totals: dict[str, float] = {}
     for batch in self._device_batches():
-      loss, num_correct = self._eval_step(state, batch)
-      total_loss += float(loss)
-      correct += float(num_correct)
-    return {f"{self.name}_loss": total_loss / len(self._split),
-            f"{self.name}_accuracy": correct / len(self._split)}
+      for metric, value in self._eval_step(state, batch).items():
+        totals[metric] = totals.get(metric, 0.0) + float(value)
+    count = totals.pop("count")  # examples (or tokens): summed exactly, as integers
+    return {f"{self.name}_{metric}": total / count for metric, total in sorted(totals.items())}

@@ -8,7 +8,6 @@ import math
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding
@@ -19,6 +18,7 @@ from odsgd_jax.data import (DATASETS, DatasetSpec, Splits, TrainBatches, open_sp
                             resolve_data_dir)
 from odsgd_jax.models import make_model
 from odsgd_jax.strategies import StrategySpec
+from odsgd_jax.tasks import TASKS, Task
 from odsgd_jax.train._evaluate import Evaluator
 from odsgd_jax.train._optimizer import make_inner_optimizer, make_lr_schedule
 from odsgd_jax.train._programs import TrainStep, make_train_step
@@ -35,9 +35,10 @@ class Experiment:
   spec: DatasetSpec
   splits: Splits
   strategy: StrategySpec  # the config's strategy and options, resolved once
+  task: Task  # what the model learns: the data set's
   steps_per_epoch: int
   train_step: TrainStep  # (state, batch, schedule, tick, norms) -> (state, packed metrics)
-  eval_step: Any  # jitted (state, batch) -> (loss sum, correct)
+  eval_step: Any  # jitted (state, batch) -> {metric: sum, "count": examples or tokens}
 
   @property
   def num_workers(self) -> int:
@@ -91,6 +92,7 @@ class Experiment:
                 "strategy_options": dict(self.strategy.options),
                 "compression": self.strategy.options.get("compression") or "none",
                 "num_workers": config.cluster.num_workers, "seed": config.train.seed,
+                "task": self.task.name,
                 "optimizer": config.optimizer.to_dict(), "cluster": config.cluster.to_dict()}
     return json.loads(json.dumps(identity, default=str))  # as it reads from the checkpoint
 
@@ -120,11 +122,11 @@ def _model_options(section: ml_collections.ConfigDict) -> dict[str, Any]:
 
 
 def _check_model_fits(model: Any, config: ml_collections.ConfigDict,
-                      input_shape: tuple[int, ...]) -> None:
+                      input_shape: tuple[int, ...], task: Task) -> None:
   """The model takes the data set's inputs: traced on shapes alone, nothing compiled."""
   try:
     jax.eval_shape(lambda x: model.init(jax.random.key(0), x, train=False),
-                   jax.ShapeDtypeStruct((1, *input_shape), jnp.float32))
+                   jax.ShapeDtypeStruct((1, *input_shape), task.input_dtype))
   except Exception as error:  # noqa: BLE001 -- any failure to trace means it does not fit
     text = str(error).strip()
     reason = text.splitlines()[0][:200] if text else type(error).__name__
@@ -149,7 +151,8 @@ def build_experiment(config: ml_collections.ConfigDict) -> Experiment:
   batch_per_worker = config.data.batch_size // worker_mesh.num_workers
   steps_per_epoch = max(1, (len(splits.train) // worker_mesh.num_workers) // batch_per_worker)
   model = make_model(config.model.name, spec.num_classes, **_model_options(config.model))
-  _check_model_fits(model, config, spec.input_shape)
+  task = TASKS[config.data.task or spec.task]
+  _check_model_fits(model, config, spec.input_shape, task)
   lr_schedule = make_lr_schedule(config.optimizer, config.train.num_steps, steps_per_epoch)
   # The schedule is written in ticks; a strategy may step its inner optimizer
   # several times per tick (asgd: once per arriving gradient).
@@ -158,8 +161,8 @@ def build_experiment(config: ml_collections.ConfigDict) -> Experiment:
                     else lambda count: lr_schedule(count // updates_per_tick))
   tx = strategy.make(make_inner_optimizer(config.optimizer, inner_schedule),
                      parallel.WORKER_AXES)
-  train_step = make_train_step(model, tx, worker_mesh, strategy.definition, lr_schedule)
+  train_step = make_train_step(model, tx, worker_mesh, strategy.definition, lr_schedule, task)
   return Experiment(
       config=config, worker_mesh=worker_mesh, spec=spec, splits=splits, strategy=strategy,
-      steps_per_epoch=steps_per_epoch, train_step=train_step,
-      eval_step=make_eval_step(model, strategy.definition))
+      task=task, steps_per_epoch=steps_per_epoch, train_step=train_step,
+      eval_step=make_eval_step(model, strategy.definition, task))

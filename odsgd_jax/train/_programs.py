@@ -44,6 +44,7 @@ import numpy as np
 from odsgd_jax import comm, parallel, strategies
 from odsgd_jax.strategies import ticks
 from odsgd_jax.strategies import _tracing as tracing
+from odsgd_jax.tasks import Classification, Task
 from odsgd_jax.train._step import StepSetup, TrainState, init_state, metric_names, train_step
 
 # In a compiled program's text (HLO): an instruction `%name = <type> op(%operand, ...)`, and
@@ -184,7 +185,7 @@ class TrainStep:
   def init_state(self, input_shape: tuple[int, ...], seed: int) -> TrainState:
     """A run's first state (`train.init_state`)."""
     return init_state(self.setup.model, self.setup.tx, self.setup.worker_mesh, input_shape,
-                      seed)
+                      seed, self.setup.task)
 
   def program_tick(self, tick: int) -> int:
     """From which tick on the program of tick `tick` (0-based: the state's step) is valid:
@@ -211,11 +212,12 @@ class TrainStep:
 
 def make_train_step(model, tx, worker_mesh: parallel.WorkerMesh,
                     strategy: strategies.StrategyDef | None = None, lr_schedule=None,
-                    **seam: bool) -> TrainStep:
-  """The train step of `tx` (a strategy built over `parallel.WORKER_AXES`) on `model`;
-  `strategy` adds its log and the clock's record to the metrics; `lr_schedule` (of the
-  tick) the learning rate. `seam`: `TrainStep`'s switches (both on by default)."""
-  return TrainStep(StepSetup(model, tx, worker_mesh, strategy, lr_schedule), **seam)
+                    task: Task = Classification(), **seam: bool) -> TrainStep:
+  """The train step of `tx` (a strategy built over `parallel.WORKER_AXES`) on `model`
+  learning `task`; `strategy` adds its log and the clock's record to the metrics;
+  `lr_schedule` (of the tick) the learning rate. `seam`: `TrainStep`'s switches (both on by
+  default)."""
+  return TrainStep(StepSetup(model, tx, worker_mesh, strategy, lr_schedule, task), **seam)
 
 
 def _stand_in_strategy_state(setup: StepSetup) -> Any:

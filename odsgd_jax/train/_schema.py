@@ -18,6 +18,7 @@ from odsgd_jax import domains
 from odsgd_jax.cluster import (INTER_TOPOLOGIES, PRESETS, TOPOLOGIES, TRANSPORTS, WORKLOADS,
                                calibration)
 from odsgd_jax.data import DATASETS
+from odsgd_jax.tasks import TASKS
 from odsgd_jax.train._optimizer import DOMAINS as OPTIMIZER_DOMAINS
 
 OVERLAPS = ("buckets", "none")
@@ -36,6 +37,12 @@ def _other(text: str, check) -> domains.Domain:
 
 def _folder_problem(value: Any) -> str | None:
   return None if isinstance(value, str) else "is not a folder"
+
+
+def _task_problem(value: Any) -> str | None:
+  if value == "" or value in TASKS:  # read when checked: a task registered after import
+    return None
+  return f"is not a registered task (one of {sorted(TASKS)}, or \"\": the data set's)"
 
 
 def _speeds_problem(value: Any) -> str | None:
@@ -62,6 +69,9 @@ SCHEMA: dict[str, dict[str, Field]] = {
         # mnist1d_heldout: the standard 4000 training signals, 2,000 validation and 10,000
         # test (docs/data.md); mnist1d is the standard 4000/1000 split
         "name": Field("mnist1d_heldout", domains.choice(*DATASETS)),
+        # what the model learns: "" the data set's task (classification, next_token), else
+        # a task registered by name (odsgd_jax.tasks.register_task; docs/running.md)
+        "task": Field("", _other("\"\" or a registered task", _task_problem)),
         # None: $TFDS_DATA_DIR or ~/tensorflow_datasets
         "data_dir": Field(lambda: config_dict.placeholder(str),
                           domains.Domain("other", optional=True, check=_folder_problem,

@@ -11,6 +11,7 @@ import optax
 from odsgd_jax import parallel
 from odsgd_jax.cluster import Schedule
 from odsgd_jax.strategies import StrategyDef
+from odsgd_jax.tasks import Classification, Task
 from odsgd_jax.train._run_schedule import at_tick
 
 
@@ -24,12 +25,9 @@ class TrainState(NamedTuple):
   rng: jax.Array  # shape=(2,), uint32: base key; step and worker are folded in
 
 
-def _cross_entropy(logits, labels):
-  return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
-
-
 def init_state(model: nn.Module, tx: optax.GradientTransformation, worker_mesh: parallel.WorkerMesh,
-               input_shape: tuple[int, ...], seed: int) -> TrainState:
+               input_shape: tuple[int, ...], seed: int,
+               task: Task = Classification()) -> TrainState:
   """Same initial parameters on every worker; strategy state from `tx.init`.
 
   Two programs: the model's initialization, with the key an argument rather than a
@@ -43,7 +41,7 @@ def init_state(model: nn.Module, tx: optax.GradientTransformation, worker_mesh: 
 
   def init_model(key):
     init_key, rng = jax.random.split(key)
-    return model.init(init_key, jnp.zeros((1, *input_shape)), train=False), rng
+    return model.init(init_key, task.example_input(input_shape), train=False), rng
 
   def place(variables, rng):
     broadcast = lambda x: jnp.broadcast_to(x, (num_workers, *x.shape))
@@ -81,6 +79,7 @@ class StepSetup:
   worker_mesh: parallel.WorkerMesh
   strategy: StrategyDef | None = None  # its log and the clock's record; None: neither
   lr_schedule: optax.Schedule | None = None  # of the tick: logged as learning_rate
+  task: Task = Classification()  # the batch's input, the loss and the logged metrics
 
 
 def train_step(state: TrainState, batch: dict[str, jax.Array], schedule: Schedule, *,
@@ -98,7 +97,7 @@ def train_step(state: TrainState, batch: dict[str, jax.Array], schedule: Schedul
   Args:
     norms: also the gradient, update and parameter norms (three passes over the model).
   """
-  worker_mesh, model = setup.worker_mesh, setup.model
+  worker_mesh, model, task = setup.worker_mesh, setup.model, setup.task
 
   def apply_strategy(grads, opt_state, params, schedule, loss, progress):
     # every worker's learning rate at the run's tick, however often it stepped (_run_schedule)
@@ -109,21 +108,21 @@ def train_step(state: TrainState, batch: dict[str, jax.Array], schedule: Schedul
   strategy_update = parallel.per_worker_update(worker_mesh, apply_strategy,
                                                in_axes=(0, 0, 0, None, 0, None))
 
-  def worker_step(params, batch_stats, opt_state, images, labels, rng, schedule, progress):
+  def worker_step(params, batch_stats, opt_state, batch, rng, schedule, progress):
     def loss_fn(p):
-      logits, new_model_state = model.apply(
-          {"params": p, "batch_stats": batch_stats}, images, train=True,
+      outputs, new_model_state = model.apply(
+          {"params": p, "batch_stats": batch_stats}, task.inputs(batch), train=True,
           mutable=["batch_stats"], rngs={"dropout": rng},
       )
-      return _cross_entropy(logits, labels).mean(), (logits, new_model_state)
+      return task.loss(outputs, batch), (outputs, new_model_state)
 
-    (loss, (logits, new_model_state)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-    accuracy = jnp.mean(jnp.argmax(logits, -1) == labels)
+    (loss, (outputs, new_model_state)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+    logged = task.train_metrics(outputs, batch)
     if worker_mesh.devices_per_worker > 1:  # XLA keeps even a trivial all-reduce
-      grads, loss, accuracy = jax.lax.pmean((grads, loss, accuracy), parallel.INTRA)
+      grads, loss, logged = jax.lax.pmean((grads, loss, logged), parallel.INTRA)
     params, updates, opt_state = strategy_update(grads, opt_state, params, schedule, loss,
                                                  progress)
-    metrics = {"loss": loss, "accuracy": accuracy}
+    metrics = {"loss": loss, **logged}
     if norms:
       metrics.update(zip(NORMS, (optax.global_norm(t) for t in (grads, updates, params)),
                          strict=True))
@@ -132,14 +131,13 @@ def train_step(state: TrainState, batch: dict[str, jax.Array], schedule: Schedul
 
   run_workers = worker_mesh.per_worker(
       worker_step,
-      in_layouts=(parallel.PER_WORKER,) * 3 + (parallel.BATCH,) * 2
+      in_layouts=(parallel.PER_WORKER,) * 3 + (parallel.BATCH,)
       + (parallel.PER_WORKER, parallel.REPLICATED, parallel.REPLICATED),
   )
   worker_rngs = jax.random.split(jax.random.fold_in(state.rng, state.step),
                                  worker_mesh.num_workers)
   params, batch_stats, opt_state, metrics = run_workers(
-      state.params, state.batch_stats, state.opt_state, batch["image"], batch["label"],
-      worker_rngs, schedule, state.step * _inner_updates_per_tick(setup))
+      state.params, state.batch_stats, state.opt_state, batch, worker_rngs, schedule, state.step * _inner_updates_per_tick(setup))
   new_state = TrainState(step=state.step + 1, params=params, batch_stats=batch_stats,
                          opt_state=opt_state, rng=state.rng)
   if setup.strategy is not None:
@@ -161,7 +159,7 @@ def _inner_updates_per_tick(setup: StepSetup) -> int:
 def metric_names(setup: StepSetup, opt_state: Any, norms: bool = False) -> list[str]:
   """The rows of `train_step`'s metrics, in order, from the strategy state's structure
   (arrays or their shapes, per worker): known before the first step."""
-  names = {"loss", "accuracy", *(NORMS if norms else ())}
+  names = {*setup.task.metrics, *(NORMS if norms else ())}  # `Task.train_metrics` and loss
   if setup.strategy is not None:
     names |= set(jax.eval_shape(
         lambda s: clock_record(setup.strategy, s, s), opt_state))
@@ -200,14 +198,13 @@ def model_variables(state: TrainState, strategy: StrategyDef) -> dict[str, Any]:
   return {"params": params, "batch_stats": batch_stats}
 
 
-def make_eval_step(model: nn.Module, strategy: StrategyDef) -> Callable[..., Any]:
-  """Returns `eval_step(state, batch) -> (sum of loss, number correct)`, jitted."""
+def make_eval_step(model: nn.Module, strategy: StrategyDef,
+                   task: Task = Classification()) -> Callable[..., Any]:
+  """Returns `eval_step(state, batch) -> {metric: sum over the batch, "count": ...}`
+  (`Task.eval_sums`), jitted."""
 
   def eval_step(state: TrainState, batch: dict[str, jax.Array]):
-    logits = model.apply(model_variables(state, strategy), batch["image"], train=False)
-    mask = batch["mask"].astype(jnp.float32)
-    loss = jnp.sum(_cross_entropy(logits, batch["label"]) * mask)
-    correct = jnp.sum((jnp.argmax(logits, -1) == batch["label"]) * mask)
-    return loss, correct
+    outputs = model.apply(model_variables(state, strategy), task.inputs(batch), train=False)
+    return task.eval_sums(outputs, batch, batch["mask"])
 
   return jax.jit(eval_step)
