@@ -9,5 +9,5 @@ from odsgd_jax.tasks._task import Metric as Metric
 from odsgd_jax.tasks._task import Task as Task
 from odsgd_jax.tasks._task import register_task as register_task
 
-register_task(Classification())
-register_task(NextToken())
+CLASSIFICATION = register_task(Classification())
+NEXT_TOKEN = register_task(NextToken())

@@ -2,7 +2,6 @@
 first T and predicts each next one. Cross-entropy per token (nats), and the loss as the
 target (lower is better)."""
 
-import jax
 import jax.numpy as jnp
 import optax
 

@@ -44,7 +44,7 @@ import numpy as np
 from odsgd_jax import comm, parallel, strategies
 from odsgd_jax.strategies import ticks
 from odsgd_jax.strategies import _tracing as tracing
-from odsgd_jax.tasks import Classification, Task
+from odsgd_jax.tasks import CLASSIFICATION, Task
 from odsgd_jax.train._step import StepSetup, TrainState, init_state, metric_names, train_step
 
 # In a compiled program's text (HLO): an instruction `%name = <type> op(%operand, ...)`, and
@@ -212,7 +212,7 @@ class TrainStep:
 
 def make_train_step(model, tx, worker_mesh: parallel.WorkerMesh,
                     strategy: strategies.StrategyDef | None = None, lr_schedule=None,
-                    task: Task = Classification(), **seam: bool) -> TrainStep:
+                    task: Task = CLASSIFICATION, **seam: bool) -> TrainStep:
   """The train step of `tx` (a strategy built over `parallel.WORKER_AXES`) on `model`
   learning `task`; `strategy` adds its log and the clock's record to the metrics;
   `lr_schedule` (of the tick) the learning rate. `seam`: `TrainStep`'s switches (both on by

@@ -11,7 +11,7 @@ import optax
 from odsgd_jax import parallel
 from odsgd_jax.cluster import Schedule
 from odsgd_jax.strategies import StrategyDef
-from odsgd_jax.tasks import Classification, Task
+from odsgd_jax.tasks import CLASSIFICATION, Task
 from odsgd_jax.train._run_schedule import at_tick
 
 
@@ -27,7 +27,7 @@ class TrainState(NamedTuple):
 
 def init_state(model: nn.Module, tx: optax.GradientTransformation, worker_mesh: parallel.WorkerMesh,
                input_shape: tuple[int, ...], seed: int,
-               task: Task = Classification()) -> TrainState:
+               task: Task = CLASSIFICATION) -> TrainState:
   """Same initial parameters on every worker; strategy state from `tx.init`.
 
   Two programs: the model's initialization, with the key an argument rather than a
@@ -79,7 +79,7 @@ class StepSetup:
   worker_mesh: parallel.WorkerMesh
   strategy: StrategyDef | None = None  # its log and the clock's record; None: neither
   lr_schedule: optax.Schedule | None = None  # of the tick: logged as learning_rate
-  task: Task = Classification()  # the batch's input, the loss and the logged metrics
+  task: Task = CLASSIFICATION  # the batch's input, the loss and the logged metrics
 
 
 def train_step(state: TrainState, batch: dict[str, jax.Array], schedule: Schedule, *,
@@ -137,7 +137,8 @@ def train_step(state: TrainState, batch: dict[str, jax.Array], schedule: Schedul
   worker_rngs = jax.random.split(jax.random.fold_in(state.rng, state.step),
                                  worker_mesh.num_workers)
   params, batch_stats, opt_state, metrics = run_workers(
-      state.params, state.batch_stats, state.opt_state, batch, worker_rngs, schedule, state.step * _inner_updates_per_tick(setup))
+      state.params, state.batch_stats, state.opt_state, batch, worker_rngs, schedule,
+      state.step * _inner_updates_per_tick(setup))
   new_state = TrainState(step=state.step + 1, params=params, batch_stats=batch_stats,
                          opt_state=opt_state, rng=state.rng)
   if setup.strategy is not None:
@@ -199,7 +200,7 @@ def model_variables(state: TrainState, strategy: StrategyDef) -> dict[str, Any]:
 
 
 def make_eval_step(model: nn.Module, strategy: StrategyDef,
-                   task: Task = Classification()) -> Callable[..., Any]:
+                   task: Task = CLASSIFICATION) -> Callable[..., Any]:
   """Returns `eval_step(state, batch) -> {metric: sum over the batch, "count": ...}`
   (`Task.eval_sums`), jitted."""
 
