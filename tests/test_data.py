@@ -28,7 +28,8 @@ class IndexSplit:
     return self.size
 
   def read(self, indices):
-    return np.asarray(indices, np.float32)[:, None], np.asarray(indices, np.int32) % 10
+    return {"image": np.asarray(indices, np.float32)[:, None],
+            "label": np.asarray(indices, np.int32) % 10}
 
 
 INDEX_SPEC = DatasetSpec(num_classes=10, input_shape=(1,))
@@ -44,9 +45,9 @@ def test_offline_datasets_build_with_published_splits(data_dir, name, train_size
                                                       shape):
   train, test, validation = open_splits(name, data_dir)
   assert (len(train), len(test), validation) == (train_size, test_size, None)
-  images, labels = train.read(np.arange(5))
-  assert images.shape == (5, *shape) and labels.shape == (5,)
-  assert set(np.unique(test.read(np.arange(test_size))[1])) == set(range(10))
+  batch = train.read(np.arange(5))
+  assert batch["image"].shape == (5, *shape) and batch["label"].shape == (5,)
+  assert set(np.unique(test.read(np.arange(test_size))["label"])) == set(range(10))
 
 
 def test_mnist1d_heldout_keeps_the_training_set_and_adds_validation_and_test(data_dir):
@@ -191,7 +192,7 @@ def test_cifar_augmentation_crops_and_flips_deterministically():
       return 64
 
     def read(self, indices):
-      return rng_images[indices], np.zeros(len(indices), np.int32)
+      return {"image": rng_images[indices], "label": np.zeros(len(indices), np.int32)}
 
   make = lambda: TrainBatches(ImageSplit(), spec, workers=range(2), num_workers=2,
                               batch_size=8, seed=0)

@@ -17,6 +17,7 @@ import tensorflow_datasets as tfds
 
 from odsgd_jax.data._builders import Digits, Mnist1d, Mnist1dHeldout
 from odsgd_jax.data._fashion_mnist import FashionMnist, SourceFilesError
+from odsgd_jax.data._kjv import VOCABULARY_SIZE, KingJamesBible, TinyKingJamesBible
 from odsgd_jax.data._splits import InMemorySplit, RecordSplit
 
 
@@ -73,6 +74,16 @@ DATASETS: dict[str, DatasetSpec] = {
         num_classes=10, input_shape=(28, 28, 1), scale=1 / 255, mean=(0.2860,), std=(0.3530,),
         builder=FashionMnist, validation_split="validation",
     ),
+    # the King James Bible (Debian's bible-kjv), characters as tokens, split by book
+    # (odsgd_jax/data/_kjv.py); a model reads windows of 128 and predicts each next one
+    "kjv": DatasetSpec(num_classes=VOCABULARY_SIZE, input_shape=(KingJamesBible.WINDOW,),
+                       builder=KingJamesBible, validation_split="validation",
+                       task="next_token"),
+    # a generated text of the same form and vocabulary, in windows of 32: for tests
+    "kjv_tiny": DatasetSpec(num_classes=VOCABULARY_SIZE,
+                            input_shape=(TinyKingJamesBible.WINDOW,),
+                            builder=TinyKingJamesBible, validation_split="validation",
+                            task="next_token"),
     "mnist": DatasetSpec(
         num_classes=10, input_shape=(28, 28, 1), scale=1 / 255, mean=(0.1307,), std=(0.3081,)
     ),

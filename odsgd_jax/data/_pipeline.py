@@ -69,17 +69,23 @@ def _augment(spec: DatasetSpec, images: np.ndarray, rng: np.random.Generator) ->
 
 
 def train_batch(spec: DatasetSpec, split: Any, indices: np.ndarray, rng: np.random.Generator):
-  """One worker's training batch: read, augmented (per the data set), normalized."""
-  images, labels = split.read(indices)
-  return {"image": _normalize(spec, _augment(spec, images, rng)), "label": labels}
+  """One worker's training batch: read; images augmented (per the data set) and
+  normalized, other features (labels, tokens) as they are."""
+  batch = split.read(indices)
+  if "image" in batch:
+    batch["image"] = _normalize(spec, _augment(spec, batch["image"], rng))
+  return batch
 
 
 def eval_batch(spec: DatasetSpec, split: Any, indices: np.ndarray):
-  """An evaluation batch: deterministic resizing only, then normalized."""
-  images, labels = split.read(indices)
-  if spec.augment == "imagenet":
-    images = np.stack([_imagenet_eval(image) for image in images])
-  return {"image": _normalize(spec, np.asarray(images)), "label": labels}
+  """An evaluation batch: images deterministically resized only, then normalized."""
+  batch = split.read(indices)
+  if "image" in batch:
+    images = batch["image"]
+    if spec.augment == "imagenet":
+      images = np.stack([_imagenet_eval(image) for image in images])
+    batch["image"] = _normalize(spec, np.asarray(images))
+  return batch
 
 
 def worker_seed(seed: int, worker: int) -> int:

@@ -5,6 +5,19 @@ from typing import Any
 import numpy as np
 
 
+def _gathered(examples: list[dict[str, Any]], stack: bool = True) -> dict[str, Any]:
+  """Examples' features as arrays (a label: int32); where not `stack`, images of different
+  sizes stay a list."""
+  arrays = {}
+  for key in examples[0]:
+    values = [np.asarray(e[key]) for e in examples]
+    if key == "label":
+      arrays[key] = np.asarray(values, np.int32)
+    else:
+      arrays[key] = np.stack(values) if stack or key != "image" else values
+  return arrays
+
+
 class InMemorySplit:
   """A whole split decoded once into arrays; `read` gathers a batch by index.
 
@@ -13,15 +26,22 @@ class InMemorySplit:
   """
 
   def __init__(self, source: Any):
-    examples = source.__getitems__(list(range(len(source))))
-    self.images = np.stack([np.asarray(e["image"]) for e in examples])
-    self.labels = np.asarray([e["label"] for e in examples], np.int32)
+    self.arrays = _gathered(source.__getitems__(list(range(len(source)))))
+
+  @property
+  def images(self) -> np.ndarray:
+    return self.arrays["image"]
+
+  @property
+  def labels(self) -> np.ndarray:
+    return self.arrays["label"]
 
   def __len__(self) -> int:
-    return len(self.labels)
+    return len(next(iter(self.arrays.values())))
 
-  def read(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return self.images[indices], self.labels[indices]
+  def read(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+    """{feature: its values at `indices`} ("image" and "label", or "tokens")."""
+    return {key: values[indices] for key, values in self.arrays.items()}
 
 
 class RecordSplit:
@@ -36,8 +56,5 @@ class RecordSplit:
   def __len__(self) -> int:
     return len(self._source)
 
-  def read(self, indices: np.ndarray) -> tuple[Any, np.ndarray]:
-    examples = self._source.__getitems__([int(i) for i in indices])
-    images = [np.asarray(e["image"]) for e in examples]
-    labels = np.asarray([e["label"] for e in examples], np.int32)
-    return images, labels
+  def read(self, indices: np.ndarray) -> dict[str, Any]:
+    return _gathered(self._source.__getitems__([int(i) for i in indices]), stack=False)

@@ -11,6 +11,7 @@ from odsgd_jax.models._resnet import ResNet50 as ResNet50
 from odsgd_jax.models._simple import CNN1D as CNN1D
 from odsgd_jax.models._simple import MLP as MLP
 from odsgd_jax.models._simple import LeNet5 as LeNet5
+from odsgd_jax.models._transformer import Transformer as Transformer
 from odsgd_jax.models._vgg import VGG16 as VGG16
 
 MODELS: dict[str, type[nn.Module]] = {
@@ -20,6 +21,7 @@ MODELS: dict[str, type[nn.Module]] = {
     "resnet20": ResNet20,
     "resnet50": ResNet50,
     "vgg16": VGG16,
+    "transformer": Transformer,
 }
 
 
@@ -47,6 +49,9 @@ DOMAINS: dict[str, dict[str, domains.Domain]] = {
     "resnet20": {"widths": _sizes(), "blocks_per_stage": domains.integer(1)},
     "resnet50": {"stage_sizes": _sizes()},
     "vgg16": {"dropout_rate": _DROPOUT},
+    "transformer": {"width": domains.integer(1), "depth": domains.integer(1),
+                    "heads": domains.integer(1), "mlp_ratio": domains.integer(1),
+                    "max_length": domains.integer(1), "dropout_rate": _DROPOUT},
 }
 
 
