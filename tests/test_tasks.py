@@ -64,3 +64,4 @@ def test_a_task_must_name_itself_and_target_one_of_its_metrics():
   with pytest.raises(ValueError, match="not one of its metrics"):
     register_task(Misdirected())
   assert set(TASKS) >= {"classification", "next_token"}
+

@@ -35,6 +35,7 @@ import jaxlib
 
 from odsgd_jax import xla_flags
 from odsgd_jax.strategies import STRATEGIES
+from odsgd_jax.train._schema import ADDED_FIELDS
 
 RECORDS_FOLDER = "records"  # at the repository's root, one folder per generated table
 FORMAT = 1
@@ -63,13 +64,14 @@ def devices_of(environment_text: str) -> int | None:
 
 def config_digest(config: dict[str, Any]) -> str:
   """The digest of a resolved config (`ConfigDict.to_dict()`), independent of key order, of
-  the fields added since records were made at their default (`_ADDED_FIELDS`), and of the
+  the fields added since records were made at their value then (`ADDED_FIELDS`: a config
+  holding one at it is the same run as one of before without it), and of the
   strategy options written at their factory's default: an option a config leaves
   out runs that default (the factory and its timeline fill it in), so both write the same
   run. (Issue 75 registered odsgd's `correction`: every earlier odsgd config had left it
   out, and a study pinning the former "none" would not have found their records.)"""
   config = json.loads(json.dumps(config))
-  for (section, field), default in _ADDED_FIELDS.items():
+  for (section, field), default in ADDED_FIELDS.items():
     if isinstance(config.get(section), dict) and config[section].get(field, default) == default:
       config[section].pop(field, None)
   strategy = config.get("strategy")
@@ -77,11 +79,6 @@ def config_digest(config: dict[str, Any]) -> str:
     config["strategy"] = _without_factory_defaults(strategy)
   text = json.dumps(config, sort_keys=True)
   return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-# config fields added after records were made, by their default: a config holding one at
-# it is the same run as one of before, without it (issue 76's data.task)
-_ADDED_FIELDS = {("data", "task"): ""}
 
 
 def _without_factory_defaults(strategy: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,9 @@ import orbax.checkpoint as ocp
 from etils import epath
 
 from odsgd_jax import comm, parallel
+from odsgd_jax.train._schema import ADDED_FIELDS
+
+_ADDED = {f"{section}.{field}": value for (section, field), value in ADDED_FIELDS.items()}
 
 # How a file system says no, in the words of OSError and of TensorStore (which orbax
 # writes arrays with, and which reports errno's text inside a ValueError).
@@ -199,10 +202,12 @@ class Checkpoints:
 
 def _differences(name: str, old: Any, new: Any) -> list[tuple[str, Any, Any]]:
   """The fields in which `old` and `new` differ, by dotted name (sections compared field
-  by field, so that a changed learning rate is named as optimizer.learning_rate)."""
+  by field, so that a changed learning rate is named as optimizer.learning_rate). A field
+  added since `old` was written (`ADDED_FIELDS`) that `old` lacks held its value then."""
   if isinstance(old, dict) and isinstance(new, dict):
     return [d for key in sorted(set(old) | set(new), key=str)
-            for d in _differences(f"{name}.{key}", old.get(key), new.get(key))]
+            for d in _differences(f"{name}.{key}", old.get(key, _ADDED.get(f"{name}.{key}")),
+                                  new.get(key))]
   return [] if old == new else [(name, old, new)]
 
 

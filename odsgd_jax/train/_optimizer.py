@@ -10,7 +10,7 @@ from odsgd_jax.comm import parse_communication
 from odsgd_jax.strategies import StrategySpec, resolve
 from odsgd_jax.train._run_schedule import scale_by_run_schedule
 
-OPTIMIZERS = ("sgd", "adam")
+OPTIMIZERS = ("sgd", "adam", "adamw")
 LR_SCHEDULES = ("constant", "cosine", "step")
 
 
@@ -27,7 +27,11 @@ DOMAINS: dict[str, domains.Domain] = {
     "learning_rate": domains.real(0, low_open=True),
     "momentum": domains.FRACTION,
     "nesterov": domains.FLAG,
+    "b1": domains.FRACTION,
+    "b2": domains.FRACTION,
+    "eps": domains.real(0, low_open=True),
     "weight_decay": domains.real(0),
+    "clip_norm": domains.real(0),
     "schedule": domains.choice(*LR_SCHEDULES),
     "warmup_steps": domains.integer(0),
     "decay_epochs": domains.Domain("other", check=_epochs_problem, text="a tuple of epochs >= 0"),
@@ -62,19 +66,26 @@ def make_inner_optimizer(cfg: ml_collections.ConfigDict,
                          lr_schedule: optax.Schedule) -> optax.GradientTransformation:
   """The optimizer a strategy applies to the gradient it chooses.
 
-  Weight decay is added to the gradient before momentum (coupled L2, as in the
-  papers' MXNet code), so the strategy's all-reduce carries the raw gradient. optax's sgd
-  or adam, their learning rate read at the run's tick (`_run_schedule`), not at this worker's
-  own count of updates.
+  sgd and adam: weight decay is added to the gradient before momentum (coupled L2, as in
+  the papers' MXNet code), so the strategy's all-reduce carries the raw gradient. adamw:
+  decoupled weight decay (optax.adamw's: the decay times the parameters added to Adam's
+  step, both scaled by the rate). `clip_norm` > 0 first clips the gradient the strategy
+  chose to that global norm. Each reads its learning rate at the run's tick
+  (`_run_schedule`), not at this worker's own count of updates.
   """
   learning_rate = scale_by_run_schedule(lr_schedule)
+  adam = lambda: optax.scale_by_adam(b1=cfg.b1, b2=cfg.b2, eps=cfg.eps)
   if cfg.name == "sgd":
     base = optax.chain(optax.trace(decay=cfg.momentum, nesterov=cfg.nesterov)
                        if cfg.momentum else optax.identity(), learning_rate)
+  elif cfg.name == "adam":
+    base = optax.chain(adam(), learning_rate)
   else:
-    base = optax.chain(optax.scale_by_adam(), learning_rate)
-  if cfg.weight_decay:
-    return optax.chain(optax.add_decayed_weights(cfg.weight_decay), base)
+    base = optax.chain(adam(), optax.add_decayed_weights(cfg.weight_decay), learning_rate)
+  if cfg.weight_decay and cfg.name != "adamw":
+    base = optax.chain(optax.add_decayed_weights(cfg.weight_decay), base)
+  if cfg.clip_norm:
+    return optax.chain(optax.clip_by_global_norm(cfg.clip_norm), base)
   return base
 
 

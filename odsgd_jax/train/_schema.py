@@ -64,6 +64,11 @@ _NON_NEGATIVE = domains.real(0)
 _COUNT = domains.integer(1)
 _OR_UNSET = lambda *choices: domains.choice("", *choices)  # "" : not set
 
+# Fields added after runs were recorded and checkpoints written (issue 76), with the value
+# every earlier run had: a record's config or a checkpoint without one held it at that value.
+ADDED_FIELDS = {("data", "task"): "", ("optimizer", "b1"): 0.9, ("optimizer", "b2"): 0.999,
+                ("optimizer", "eps"): 1e-8, ("optimizer", "clip_norm"): 0.0}
+
 SCHEMA: dict[str, dict[str, Field]] = {
     "data": {
         # mnist1d_heldout: the standard 4000 training signals, 2,000 validation and 10,000
@@ -83,12 +88,17 @@ SCHEMA: dict[str, dict[str, Field]] = {
     },
     # The inner optimizer: what each strategy applies to the gradient it chooses.
     "optimizer": {
-        "name": Field("sgd", OPTIMIZER_DOMAINS["name"]),  # sgd | adam
+        "name": Field("sgd", OPTIMIZER_DOMAINS["name"]),  # sgd | adam | adamw
         "learning_rate": Field(0.1, OPTIMIZER_DOMAINS["learning_rate"]),  # peak rate
         "momentum": Field(0.9, OPTIMIZER_DOMAINS["momentum"]),  # sgd only; 0: plain SGD
         "nesterov": Field(False, OPTIMIZER_DOMAINS["nesterov"]),
-        # coupled L2, added to the gradient
+        # adam and adamw: the moments' decay rates and the denominator's epsilon
+        "b1": Field(0.9, OPTIMIZER_DOMAINS["b1"]),
+        "b2": Field(0.999, OPTIMIZER_DOMAINS["b2"]),
+        "eps": Field(1e-8, OPTIMIZER_DOMAINS["eps"]),
+        # sgd and adam: coupled L2, added to the gradient; adamw: decoupled
         "weight_decay": Field(0.0, OPTIMIZER_DOMAINS["weight_decay"]),
+        "clip_norm": Field(0.0, OPTIMIZER_DOMAINS["clip_norm"]),  # > 0: global-norm clipping
         "schedule": Field("cosine", OPTIMIZER_DOMAINS["schedule"]),  # constant | cosine | step
         "warmup_steps": Field(0, OPTIMIZER_DOMAINS["warmup_steps"]),  # linear from 0
         # step schedule: multiply by decay_factor at these epochs
