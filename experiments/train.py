@@ -213,7 +213,9 @@ def _train() -> None:
   except parallel.PeerLostError as error:
     _peer_lost(error)
   logging.info("finished: %s", summary)
-  print(f"test accuracy {summary['test_accuracy']:.4f} after {summary['steps']} steps "
+  tested = ", ".join(f"{name.removeprefix('test_')} {value:.4f}"  # the task's metrics
+                     for name, value in summary.items() if name.startswith("test_"))
+  print(f"test {tested} after {summary['steps']} steps "
         f"({summary['wall_time_s']:.0f} s); summary in {_WORKDIR.value}/summary.json")
 
 

@@ -51,8 +51,8 @@ def flags(overrides) -> str:
 
 def accuracy_cell(group: study.Group, base: study.Group, test: verdicts.AccuracyTest) -> str:
   note = f" ({group.diverged} of {len(group.runs)} diverged)" if group.diverged else ""
-  return (f"test accuracy {group.label} {group.accuracy.format(4)}{note} vs {base.label} "
-          f"{base.accuracy.format(4)}: {test.difference.format(1, 100, sign=True)} points")
+  return (f"test accuracy {group.label} {group.score.format(4)}{note} vs {base.label} "
+          f"{base.score.format(4)}: {test.difference.format(1, 100, sign=True)} points")
 
 
 def speed_cell(row: dict[str, verdicts.SpeedTest], goals: dict[str, float], versus: str,

@@ -71,7 +71,9 @@ def main() -> None:
   target_names = [t for t in args.targets.split(",") if t]
   if target_names:
     try:
-      study.check_targets(target_names, args.primary)
+      metric = study.target_metric(study.strategy_specs(args.config, [baseline], seeds[:1],
+                                                        common)[0].build().to_dict())
+      study.check_targets(target_names, args.primary, metric)
     except ValueError as error:
       sys.exit(f"error: --targets {args.targets!r} / --primary {args.primary!r}: {error}")
   pilot_seeds = (study.parse_seeds(args.pilot_seeds, "--pilot_seeds")

@@ -222,6 +222,35 @@ def test_workloads_carry_the_real_model_sizes():
   assert WORKLOADS["resnet50_v100"].message_bytes == num_bytes
 
 
+def test_the_gpt2_workload_is_derived_from_its_config():
+  """GPT-2 small's message is the parameters of this project's transformer at its config
+  (124,439,808, GPT-2's published count), its FLOPs put the cited step time at a model-FLOP
+  utilization near the ~60% llm.c reports on the A100, and its backward order puts the
+  tied embedding's gradient last."""
+  import jax
+  import jax.numpy as jnp
+  from odsgd_jax.cluster import WORKLOADS
+  from odsgd_jax.models import gradient_profile, make_model
+  load = WORKLOADS["gpt2_124m_a100"]
+  options = dict(load.model_options)
+  model = make_model("transformer", load.num_classes, **options)
+  variables = jax.eval_shape(lambda: model.init(
+      jax.random.key(0), jnp.zeros((1, *load.model[1]), jnp.int32), train=False))
+  count = sum(x.size for x in jax.tree.leaves(variables["params"]))
+  assert count == 124_439_808 and load.message_bytes == 4 * count
+  # 6 x (12 x 12 x 768^2 + 50,257 x 768) + 12 x 12 x 1,024 x 768 per token, 65,536 tokens
+  assert load.flops_per_step == pytest.approx(65_536 * (6 * (12 * 12 * 768**2 + 50_257 * 768)
+                                                        + 12 * 12 * 1_024 * 768))
+  assert load.step_time == pytest.approx(5400 / 19_073)
+  assert 0.55 < load.flops_per_step / load.step_time / 312e12 < 0.7  # A100 bf16 peak
+  profile = gradient_profile("transformer", load.model[1], load.num_classes, **options)
+  # every parameter but the learned positions (a bare parameter, no layer), last first
+  assert sum(size for size, _ in profile) == 4 * (count - 1_024 * 768)
+  assert profile[0] == (0.0, pytest.approx(profile[0][1]))  # the tied output: FLOPs only
+  assert profile[-1] == (4 * 50_257 * 768, 1.0)  # the embedding, complete at the end
+  assert all(a[1] <= b[1] for a, b in zip(profile, profile[1:], strict=False))
+
+
 def test_overlapped_ssgd_starts_each_bucket_as_the_backward_pass_produces_it():
   """3 workers, compute 1, 2, 4 s (the slowest: 4/3 s forward, 8/3 s backward); 250
   bytes in buckets of 100: 100, 100, 50, each all-reduced in 2(N-1)/N S/B = 4/3 S/100 s.

@@ -134,4 +134,4 @@ def test_a_new_strategy_runs_in_a_study(data_dir, tmp_path):
   results = study.run_study(specs, str(tmp_path))
   groups = study.summarize(results, "ssgd")
   assert [g.label for g in groups] == ["ssgd", "clip_ssgd"]
-  assert groups[1].versus.difference.n == 2 and groups[1].accuracy.n == 2
+  assert groups[1].versus.difference.n == 2 and groups[1].score.n == 2

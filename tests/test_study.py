@@ -76,7 +76,7 @@ def test_summarize_groups_and_pairs_by_hand():
   assert [g.label for g in groups] == ["ssgd", "fast", "lost"]
   assert fast.versus.difference.mean == pytest.approx(0.01)
   assert fast.idle.mean == pytest.approx(0.2) and ssgd.validation == {}
-  assert lost.diverged == 1 and lost.accuracy.n == 1
+  assert lost.diverged == 1 and lost.score.n == 1
   table = study.accuracy_table(groups, "ssgd")
   # every seed's difference is +1.0 point: no interval on a figure that does not vary;
   # no spread and above the margin: non-inferior (p 0, exactly)
@@ -177,11 +177,11 @@ def test_a_study_runs_its_grid_and_writes_every_seed(data_dir, tmp_path):
   specs = study.strategy_specs("configs/default.py:steps=6", ["ssgd"], [0, 1], common)
   results = study.run_study(specs, str(tmp_path))
   assert [(r.spec.label, r.spec.seed) for r in results] == [("ssgd", 0), ("ssgd", 1)]
-  assert results[0].accuracy != results[1].accuracy  # another seed, another run
+  assert results[0].score != results[1].score  # another seed, another run
   assert [row["step"] for row in results[0].evaluations] == [3, 6]
   saved = json.loads((tmp_path / "study.json").read_text())
   assert [(row["label"], row["seed"]) for row in saved["runs"]] == [("ssgd", 0), ("ssgd", 1)]
-  assert saved["runs"][1]["summary"]["test_accuracy"] == results[1].accuracy
+  assert saved["runs"][1]["summary"]["test_accuracy"] == results[1].score
   again = study.run_study(specs[:1], str(tmp_path), resume=True)  # finished: kept as it was
   assert again[0].summary == results[0].summary
 
@@ -199,3 +199,50 @@ def test_study_processes_take_gpu_memory_as_they_need_it(monkeypatch, users):
   seen = []
   study.run_main(lambda: seen.append(os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"]))
   assert seen == [users or "false"]
+
+
+def _lm_run(label, seed, loss, curve, sim_time=10.0):
+  """A finished language-model run (configs/kjv_transformer.py: next-token prediction, its
+  target the validation loss) with (sim_time, validation loss) rows."""
+  evaluations = [{"step": 10 * (i + 1), "sim_time": t, "validation_loss": value}
+                 for i, (t, value) in enumerate(curve)]
+  summary = None if loss is None else {
+      "test_loss": loss, "validation_loss": curve[-1][1], "sim_time_s": sim_time,
+      "steps": 100, "sim_time_fractions": {"communication": [0.5, 0.5], "idle": [0.0, 0.0]}}
+  return RunResult(RunSpec(label, "configs/kjv_transformer.py", seed), summary, evaluations,
+                   None if loss else "diverged", "/nowhere")
+
+
+def test_a_loss_task_is_compared_in_nats_with_lower_better_by_hand():
+  results = [
+      _lm_run("ssgd", 0, 1.60, [(1.0, 2.1), (2.0, 1.75)], sim_time=2.0),
+      _lm_run("ssgd", 1, 1.62, [(1.0, 2.2), (2.0, 1.85)], sim_time=2.0),
+      _lm_run("fast", 0, 1.58, [(0.5, 1.79), (1.0, 1.7)], sim_time=1.0),
+      _lm_run("fast", 1, 1.61, [(0.5, 1.9), (1.0, 1.78)], sim_time=1.0),
+      _lm_run("lost", 0, None, [(1.0, 3.0)]),
+      _lm_run("lost", 1, 1.70, [(1.0, 2.0)]),
+  ]
+  ssgd, fast, lost = study.summarize(results, "ssgd")
+  assert ssgd.target.name == "loss" and not ssgd.target.higher_is_better
+  # scores are negated losses: fast is 0.02 and 0.01 nats lower, +0.015 nats better
+  assert fast.versus.difference.mean == pytest.approx(0.015)
+  assert fast.score.mean == pytest.approx(-1.595)
+  # a diverged seed counts as a uniform guess over the 64 tokens: ln 64 = 4.159 nats
+  assert lost.chance == pytest.approx(-math.log(64))
+  table = study.accuracy_table([ssgd, fast, lost], "ssgd")
+  assert ("| strategy | final test loss | vs ssgd (nats, + = loss lower) | one-sided 95% lower "
+          "bound | non-inferior to ssgd at -0.05 nats | at -0.025 nats (sensitivity) |") in table
+  # +0.020 and +0.010: mean +0.015, sd 0.00707, t(1) 12.706 x 0.005 = 0.064; lower bound
+  # 0.015 - 6.314 x 0.005 = -0.017; against -0.05: t = 13, p = 0.024 one-sided, Holm x 2
+  assert "| fast | 1.5950 ± 0.1906 | +0.015 ± 0.064 | -0.017 | holds (Holm p = 0.049) |" in table
+  assert "| lost | 1.7000 (1 of 2 diverged) |" in table and "diverged, 1.700" in table
+  # a loss target is a level reached from above; a share of a pilot's loss is refused
+  study.check_targets(["2.0", "1.8"], "1.8", ssgd.target)
+  with pytest.raises(ValueError, match="a level of the loss"):
+    study.check_targets(["95%"], "95%", ssgd.target)
+  assert study.arrivals(ssgd, 1.8) == {0: verdicts.Arrival(2.0, True, 2.0),
+                                       1: verdicts.Arrival(2.0, False, 2.0)}  # censored
+  assert study.arrivals(fast, 1.8) == {0: verdicts.Arrival(0.5, True, 1.0),
+                                       1: verdicts.Arrival(1.0, True, 1.0)}
+  text = study.time_table([ssgd, fast], "ssgd", {"1.8": 1.8}, "1.8")
+  assert "| ssgd | 100 | 2.0 | 1 of 2 |" in text and "| fast | 100 | 1.0 | 2 of 2 |" in text

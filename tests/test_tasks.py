@@ -27,7 +27,8 @@ def test_classification_matches_numpy():
   np.testing.assert_allclose(sums["loss"], losses[:4].sum(), rtol=1e-6)
   assert float(sums["accuracy"]) == np.sum((logits.argmax(-1) == labels)[:4])
   assert float(sums["count"]) == 4
-  assert task.target == Metric("accuracy", higher_is_better=True, unit="points", scale=100.0)
+  assert task.target == Metric("accuracy", higher_is_better=True, unit="points", scale=100.0,
+                              margin=0.01, digits=1)
 
 
 def test_next_token_reads_the_first_t_tokens_and_predicts_each_next_one():

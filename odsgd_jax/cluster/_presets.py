@@ -8,6 +8,7 @@ from here (`python scripts/scaling.py`).
 """
 
 import dataclasses
+from typing import Any
 
 from odsgd_jax.cluster._calibration import TRANSPORTS
 from odsgd_jax.cluster._hardware import Network
@@ -83,6 +84,41 @@ class Workload:
   description: str
   model: tuple[str, tuple[int, ...]]  # (model name, input shape)
   samples_per_step: int  # the batch the step time was measured at
+  # the model's outputs and options, for its gradients' backward order
+  num_classes: int = 1000
+  model_options: tuple[tuple[str, Any], ...] = ()
+  flops_per_step: float = 0.0  # of one worker's step, where the workload states it
+
+
+def gpt2_parameters(vocabulary: int, context: int, width: int, depth: int) -> int:
+  """Parameters of a GPT-2 decoder (Radford et al. 2019; `models.Transformer` with tied
+  embeddings): token and position embeddings, per block two LayerNorms (2 x 2d), the
+  attention's q, k, v and output projections with biases (4d^2 + 4d) and the MLP's
+  d -> 4d -> d with biases (8d^2 + 5d), and the final LayerNorm."""
+  per_block = 12 * width**2 + 13 * width
+  return vocabulary * width + context * width + depth * per_block + 2 * width
+
+
+def gpt2_training_flops(vocabulary: int, context: int, width: int, depth: int,
+                        tokens: int) -> float:
+  """FLOPs of one training step (forward and backward) over `tokens` tokens: 6 per
+  parameter met per token (the blocks' and the output projection's; the embedding is a
+  lookup) and 6 * 2 * depth * context * width for the attention's scores and mixing
+  (Kaplan et al. 2020, Table 1, with the backward pass twice the forward)."""
+  matmul_parameters = depth * 12 * width**2 + vocabulary * width
+  return tokens * (6.0 * matmul_parameters + 12.0 * depth * context * width)
+
+
+# GPT-2 small: the 124M decoder of the llm.c reproduction (vocabulary 50,257, 1,024
+# positions, width 768, 12 blocks of 12 heads)
+_GPT2 = {"vocabulary": 50_257, "context": 1_024, "width": 768, "depth": 12}
+_GPT2_TOKENS = 64 * 1_024  # per GPU and step: micro-batch 64 of 1,024 tokens
+# 10B tokens at 524,288 a step (64 x 1,024 on each of 8 GPUs) is 19,073 steps; the
+# reproduction took about 90 minutes on one 8x A100 80GB SXM node (Karpathy, "Reproducing
+# GPT-2 (124M) in llm.c in 90 minutes for $20", llm.c discussion #481, May 2024), so a
+# step took 5400 / 19,073 s with its all-reduce on NVLink inside: an upper bound on the
+# compute, at about 63% of the A100's 312 TFLOP/s in bf16 (the discussion's "~60% MFU")
+_GPT2_STEP = 90 * 60 / 19_073
 
 
 WORKLOADS: dict[str, Workload] = {
@@ -93,6 +129,19 @@ WORKLOADS: dict[str, Workload] = {
                     "ResNet50 v1.5 for PyTorch, DGX-1 16GB, 1 GPU, at the FP32 batch of its "
                     "configs.yml), 305.2 ms per step",
         model=("resnet50", (224, 224, 3)), samples_per_step=112),
+    "gpt2_124m_a100": Workload(
+        step_time=_GPT2_STEP, message_bytes=gpt2_parameters(**_GPT2) * 4,
+        description=f"GPT-2 small ({gpt2_parameters(**_GPT2):,} float32 parameters, "
+                    f"{gpt2_parameters(**_GPT2) * 4 / 1e6:.1f} MB; vocabulary 50,257, 1,024 "
+                    f"positions, width 768, 12 blocks), 64 sequences of 1,024 tokens per "
+                    f"worker on an A100 80GB SXM in bf16: llm.c's reproduction, 10B tokens "
+                    f"in about 90 minutes on 8 GPUs (Karpathy, llm.c discussion #481), "
+                    f"{_GPT2_STEP * 1e3:.1f} ms per step",
+        model=("transformer", (_GPT2["context"],)), samples_per_step=64,
+        num_classes=_GPT2["vocabulary"],
+        model_options=(("width", _GPT2["width"]), ("depth", _GPT2["depth"]),
+                       ("heads", 12), ("max_length", _GPT2["context"])),
+        flops_per_step=gpt2_training_flops(**_GPT2, tokens=_GPT2_TOKENS)),
 }
 
 

@@ -16,7 +16,8 @@ import jax.numpy as jnp
 
 from odsgd_jax import models
 
-_LAYERS = (nn.Conv, nn.Dense, nn.BatchNorm)
+_LAYERS = (nn.Conv, nn.Dense, nn.DenseGeneral, nn.BatchNorm, nn.LayerNorm, nn.Embed)
+_MATMULS = (nn.Conv, nn.Dense, nn.DenseGeneral)
 
 
 @functools.lru_cache(maxsize=None)
@@ -29,18 +30,28 @@ def gradient_profile(name: str, input_shape: tuple[int, ...], num_classes: int =
   Shapes only (`jax.eval_shape`): no parameters are materialized.
   """
   model = models.make_model(name, num_classes, **dict(options))
-  calls: list[tuple[tuple[str, ...], float]] = []  # (module path, forward FLOPs), in order
+  # (module path, forward FLOPs, whether the call's parameters are counted there), in order
+  calls: list[tuple[tuple[str, ...], float, bool]] = []
 
   def record(next_fun, args, kwargs, context):
     out = next_fun(*args, **kwargs)
     module = context.module
-    if isinstance(module, _LAYERS) and context.method_name == "__call__":
+    if not isinstance(module, _LAYERS):
+      return out
+    path = tuple(module.scope.path)
+    if context.method_name == "__call__":
       flops = 0.0
-      if isinstance(module, (nn.Conv, nn.Dense)):
+      if isinstance(module, _MATMULS):
         kernel = module.variables["params"]["kernel"]
-        positions = math.prod(out.shape[1:-1]) if out.ndim > 2 else 1
+        features = math.prod(module.features if isinstance(module.features, tuple)
+                             else (module.features,))
+        positions = out.size / out.shape[0] / features  # per example
         flops = 2.0 * math.prod(kernel.shape) * positions
-      calls.append((tuple(module.scope.path), flops))
+      calls.append((path, flops, True))
+    elif isinstance(module, nn.Embed) and context.method_name == "attend":
+      # a tied output projection: its FLOPs come first in the backward pass, but the
+      # embedding's gradient is complete only with the lookup's, at the end
+      calls.append((path, 2.0 * out.size / out.shape[0] * module.features, False))
     return out
 
   def init(rng):
@@ -49,12 +60,12 @@ def gradient_profile(name: str, input_shape: tuple[int, ...], num_classes: int =
 
   variables = jax.eval_shape(init, jax.random.key(0))
   layers = []
-  for path, flops in calls:
+  for path, flops, owns in calls:
     node = variables["params"]
     for key in path:
       node = node[key]
     size = sum(math.prod(leaf.shape) for leaf in jax.tree.leaves(node)) * bytes_per_value
-    layers.append((float(size), flops))
+    layers.append((float(size) if owns else 0.0, flops))
   total_flops = sum(flops for _, flops in layers) or 1.0
   profile, done = [], 0.0
   for size, flops in reversed(layers):

@@ -64,6 +64,7 @@ from odsgd_jax.study._runner import StudyPaused as StudyPaused
 from odsgd_jax.study._runner import check_specs as check_specs
 from odsgd_jax.study._runner import default_processes as default_processes
 from odsgd_jax.study._runner import run_study as run_study
+from odsgd_jax.study._runner import target_metric as target_metric
 from odsgd_jax.study._scaling import SCALING_STRATEGIES as SCALING_STRATEGIES
 from odsgd_jax.study._scaling import presets_table as presets_table
 from odsgd_jax.study._scaling import STRONG_GLOBAL_BATCH as STRONG_GLOBAL_BATCH

@@ -240,7 +240,8 @@ def continue_command() -> str:
 
 
 def print_result(result: RunResult) -> None:
-  status = result.error or f"accuracy {result.accuracy:.4f}"
+  status = result.error or (f"{result.target.name} "
+                            f"{result.summary[f'test_{result.target.name}']:.4f}")
   print(f"{result.spec.label}, seed {result.spec.seed}: {status}", flush=True)
 
 

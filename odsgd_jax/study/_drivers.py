@@ -9,12 +9,12 @@ from odsgd_jax.comm import parse_communication
 from odsgd_jax.study import verdicts
 from odsgd_jax.study._aggregate import Group, summarize
 from odsgd_jax.study._grid import RunSpec, StudyInputError, grid
-from odsgd_jax.study._report import (RULES, accuracy_table, bits_per_step, caption,
+from odsgd_jax.study._report import (accuracy_table, bits_per_step, caption,
                                      clock_robustness, markdown, noninferiority,
-                                     noninferiority_cells, noninferiority_header, sweep_table,
-                                     time_table)
+                                     noninferiority_cells, noninferiority_header, rules,
+                                     sweep_table, time_table)
 from odsgd_jax.study._robustness import ROBUSTNESS
-from odsgd_jax.study._runner import RunResult, timed_accuracy
+from odsgd_jax.study._runner import RunResult, timed_metric
 from odsgd_jax.study._targets import PRIMARY, resolution
 
 Overrides = Sequence[tuple[str, Any]]
@@ -73,18 +73,20 @@ def strategy_report(results: Sequence[RunResult], config: ml_collections.ConfigD
   `equal_time`: the runs had equal-time budgets (`equal_time_specs`), said in the text."""
   seeds = sorted({r.spec.seed for r in results})
   groups = summarize(results, baseline)
-  text = (f"{caption(config, seeds, command, results)}\n\nFinal test accuracy; {RULES}.\n\n"
-          f"{accuracy_table(groups, baseline)}")
+  target = groups[0].target
+  text = (f"{caption(config, seeds, command, results)}\n\nFinal test {target.name}; "
+          f"{rules(target)}.\n\n{accuracy_table(groups, baseline)}")
   if goals:
     robust = clock_robustness(groups, baseline, goals, primary)
-    metric = timed_accuracy(groups[0].runs[0].evaluations).replace("_", " ")
+    metric = timed_metric(groups[0].runs[0].evaluations, target).replace("_", " ")
     values = ", ".join(f"{name}: {value:.4f}" for name, value in goals.items())
     fixed = (f"; the shares are of {baseline}'s mean final {metric} on pilot seeds "
              f"{', '.join(str(r.spec.seed) for r in pilots.runs)}, not among the compared ones"
              if pilots is not None else "")
     budget = (f"Each strategy trained until it had spent {baseline}'s simulated time with the "
               f"same seed, or for its own steps if more (the steps column), its learning-rate "
-              f"schedule spanning them; final accuracy is that run's. " if equal_time else "")
+              f"schedule spanning them; final {target.name} is that run's. "
+              if equal_time else "")
     known = max(resolution(g, goals[primary]) for g in groups)
     text += (f"\n\nSimulated time to {metric} targets ({values}{fixed}), {primary} primary, "
              f"each known to within {100 * known:.1f}% of itself (the worst run's span between "
@@ -102,6 +104,8 @@ def compression_report(results: Sequence[RunResult], config: ml_collections.Conf
   labels = {r.spec.label for r in results}
   baseline = "none" if "none" in labels else None
   groups = summarize(results, baseline)
+  metric = groups[0].target
+  turn = 1.0 if metric.higher_is_better else -1.0  # a loss's score turned back
   tested = noninferiority(groups, baseline) if baseline else {}
   dense = next((bits_per_step(g) for g in groups if g.label == "none"), None)
   rows = []
@@ -109,13 +113,14 @@ def compression_report(results: Sequence[RunResult], config: ml_collections.Conf
     bits = bits_per_step(g)
     rows.append([
         g.label, f"{bits:,.0f}", f"{dense / bits:.1f}x" if dense else "-",
-        g.accuracy.format(4) + (f" ({g.diverged} diverged)" if g.diverged else ""),
-        *noninferiority_cells(tested.get(g.label)), g.sim_time.format(1)])
+        g.score.format(4, turn) + (f" ({g.diverged} diverged)" if g.diverged else ""),
+        *noninferiority_cells(tested.get(g.label), metric), g.sim_time.format(1)])
   header = ["compression", "bits per step (per worker)", "fewer bits than none",
-            "final test accuracy", *noninferiority_header("none"), "simulated time (s)"]
+            f"final test {metric.name}", *noninferiority_header("none", metric),
+            "simulated time (s)"]
   seeds = sorted({r.spec.seed for r in results})
   text = (f"{config.strategy.name}; {caption(config, seeds, command, results)} Bits per step "
-          f"include dense warm-up steps; {RULES}.\n\n{markdown(header, rows)}")
+          f"include dense warm-up steps; {rules(metric)}.\n\n{markdown(header, rows)}")
   return groups, text
 
 

@@ -17,7 +17,8 @@ from odsgd_jax.study._aggregate import Group, converged  # noqa: E402
 from odsgd_jax.study._readme import replace_section, repository_root  # noqa: E402
 from odsgd_jax.study._robustness import robustness  # noqa: E402
 from odsgd_jax.study._records import environment  # noqa: E402
-from odsgd_jax.study._runner import RunResult, timed_accuracy  # noqa: E402
+from odsgd_jax.study._runner import RunResult, timed_metric  # noqa: E402
+from odsgd_jax.tasks import CLASSIFICATION, Metric  # noqa: E402
 from odsgd_jax.study._stats import CONFIDENCE, Interval, mean_ci, paired  # noqa: E402
 from odsgd_jax.study._targets import reached, speed_row  # noqa: E402
 
@@ -53,8 +54,14 @@ def describe_cluster(config: ml_collections.ConfigDict) -> str:
           f"{overlap}, {terms}")
 
 
-def evaluation_grid(train: ml_collections.ConfigDict) -> str:
-  """How a config's runs evaluate, for a caption."""
+def _near(train: ml_collections.ConfigDict, metric: Metric) -> str:
+  """`train.eval_near` in the metric's unit ("3 points", "0.1 nats")."""
+  return f"{metric.scale * train.eval_near:g} {metric.unit}"
+
+
+def evaluation_grid(train: ml_collections.ConfigDict,
+                    metric: Metric = CLASSIFICATION.target) -> str:
+  """How a config's runs evaluate, for a caption (`metric`: what its targets read)."""
   if not train.eval_every:
     return "evaluated at the end"
   if not train.get("eval_growth"):
@@ -64,30 +71,34 @@ def evaluation_grid(train: ml_collections.ConfigDict) -> str:
             f"at least {train.eval_every} steps)")
   else:
     text = (f"evaluated on a growing grid (spans of {100 * train.eval_growth:g}% of the step, "
-            f"at least {train.eval_every} steps; within {100 * train.eval_near:g} points "
-            f"below a target not yet reached, at most {train.eval_every} and down to one)")
+            f"at least {train.eval_every} steps; within {_near(train, metric)} "
+            f"{'below' if metric.higher_is_better else 'above'} a target not yet reached, at "
+            f"most {train.eval_every} and down to one)")
   return text + (" until the last target, and at the end" if train.get("eval_targets") else "")
 
 
 def caption(config: ml_collections.ConfigDict, seeds: Sequence[int], command: str,
             runs: Sequence[RunResult] = ()) -> str:
   """`runs`: the results the caption is of (their records' environment is named)."""
+  metric = runs[0].target if runs else CLASSIFICATION.target
   return (f"{config.data.name}, {config.model.name}, {config.train.num_steps} steps, "
-          f"{evaluation_grid(config.train)}; {describe_cluster(config)}; "
+          f"{evaluation_grid(config.train, metric)}; {describe_cluster(config)}; "
           f"{len(seeds)} seeds ({', '.join(map(str, seeds))}), means ± "
           f"{100 * CONFIDENCE:.0f}% Student-t intervals, differences paired by seed; "
           f"{environment_of(runs)}; produced by `{command}`.")
 
 
-def _accuracy(group: Group) -> str:
-  text = group.accuracy.format(4)
+def _final(group: Group) -> str:
+  """The group's final test value of its target metric (a loss turned back from its score)."""
+  text = group.score.format(4, 1.0 if group.target.higher_is_better else -1.0)
   if group.diverged:
     text += f" ({group.diverged} of {len(group.per_seed)} diverged)"
   return text
 
 
-def _per_seed(values: dict[int, float | None]) -> str:
-  return ", ".join("diverged" if v is None else f"{v:.3f}" for v in values.values())
+def _per_seed(values: dict[int, float | None], metric: Metric) -> str:
+  return ", ".join("diverged" if v is None else f"{metric.oriented(v):.3f}"
+                   for v in values.values())
 
 
 def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -96,47 +107,71 @@ def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
   return "\n".join(lines)
 
 
-def noninferiority(groups: Sequence[Group], baseline: str, margin: float = verdicts.MARGIN
+def _margin(metric: Metric, margin: float) -> str:
+  """A margin as a header names it: "-1 point", "-0.05 nats"."""
+  unit = "point" if metric.unit == "points" else metric.unit
+  return f"-{metric.scale * margin:g} {unit}"
+
+
+def noninferiority(groups: Sequence[Group], baseline: str, margin: float | None = None
                    ) -> dict[str, tuple[verdicts.AccuracyTest, verdicts.Verdict]]:
-  """Each group but the baseline: its final test accuracy against the baseline's, paired
-  by seed, and the non-inferiority verdict at `margin`, Holm-adjusted across the groups."""
+  """Each group but the baseline: its final test score against the baseline's, paired
+  by seed, and the non-inferiority verdict at `margin` (default: the task's), Holm-adjusted
+  across the groups."""
   base = next(g for g in groups if g.label == baseline)
+  metric = base.target
+  margin = metric.margin if margin is None else margin
   compared = [g for g in groups if g.label != baseline]
   tests = [verdicts.accuracy_test(g.per_seed, base.per_seed, g.chance, margin)
            for g in compared]
   return {g.label: pair for g, pair in
-          zip(compared, zip(tests, verdicts.accuracy_verdicts(tests), strict=True), strict=True)}
+          zip(compared, zip(tests, verdicts.accuracy_verdicts(tests, metric=metric),
+                            strict=True), strict=True)}
 
 
-def noninferiority_header(baseline: str) -> list[str]:
-  return [f"vs {baseline} (points)", "one-sided 95% lower bound",
-          f"non-inferior to {baseline} at -{100 * verdicts.MARGIN:g} point"]
+def _versus(baseline: str, metric: Metric) -> str:
+  """The header of a paired difference: positive is better (a loss lower)."""
+  better = "" if metric.higher_is_better else f", + = {metric.name} lower"
+  return f"vs {baseline} ({metric.unit}{better})"
 
 
-def noninferiority_cells(tested: tuple[verdicts.AccuracyTest, verdicts.Verdict] | None
-                         ) -> list[str]:
+def noninferiority_header(baseline: str, metric: Metric = CLASSIFICATION.target) -> list[str]:
+  return [_versus(baseline, metric), "one-sided 95% lower bound",
+          f"non-inferior to {baseline} at {_margin(metric, metric.margin)}"]
+
+
+def noninferiority_cells(tested: tuple[verdicts.AccuracyTest, verdicts.Verdict] | None,
+                         metric: Metric = CLASSIFICATION.target) -> list[str]:
   if tested is None:
     return ["-", "-", "-"]
   test, verdict = tested
-  bound = "-" if math.isnan(test.lower_bound) else f"{100 * test.lower_bound:+.1f}"
-  return [test.difference.format(1, 100, sign=True), bound, verdict.brief()]
+  scale, digits = metric.scale, metric.digits
+  bound = "-" if math.isnan(test.lower_bound) else f"{scale * test.lower_bound:+.{digits}f}"
+  return [test.difference.format(digits, scale, sign=True), bound, verdict.brief()]
 
 
-RULES = (f"non-inferior: the paired difference's one-sided 95% t-test against a "
-         f"-{100 * verdicts.MARGIN:g}-point margin, Holm-adjusted across the table's rows; "
-         f"the p of a \"does not hold\" is that of inferiority (rules: "
-         f"docs/results.md#how-a-claim-is-decided)")
+def rules(metric: Metric = CLASSIFICATION.target) -> str:
+  """How a table's non-inferiority verdicts are decided, in the metric's unit."""
+  margin = _margin(metric, metric.margin).replace(" ", "-", 1) if metric.unit == "points" \
+      else f"{_margin(metric, metric.margin)}"
+  return (f"non-inferior: the paired difference's one-sided 95% t-test against a "
+          f"{margin} margin, Holm-adjusted across the table's rows; "
+          f"the p of a \"does not hold\" is that of inferiority (rules: "
+          f"docs/results.md#how-a-claim-is-decided)")
+
 
 
 def accuracy_table(groups: Sequence[Group], baseline: str, first_column: str = "strategy") -> str:
-  """Final test accuracy per group and its non-inferiority to the baseline."""
+  """The final test value of the task's target metric per group and its non-inferiority to
+  the baseline."""
+  metric = groups[0].target
   tested = noninferiority(groups, baseline)
-  stricter = noninferiority(groups, baseline, verdicts.SENSITIVITY_MARGIN)
-  header = [first_column, "final test accuracy", *noninferiority_header(baseline),
-            f"at -{100 * verdicts.SENSITIVITY_MARGIN:g} point (sensitivity)", "per seed"]
-  rows = [[g.label, _accuracy(g), *noninferiority_cells(tested.get(g.label)),
+  stricter = noninferiority(groups, baseline, metric.margin / 2)  # the sensitivity margin
+  header = [first_column, f"final test {metric.name}", *noninferiority_header(baseline, metric),
+            f"at {_margin(metric, metric.margin / 2)} (sensitivity)", "per seed"]
+  rows = [[g.label, _final(g), *noninferiority_cells(tested.get(g.label), metric),
            stricter[g.label][1].brief() if g.label in stricter else "-",
-           _per_seed(g.per_seed)] for g in groups]
+           _per_seed(g.per_seed, metric)] for g in groups]
   return markdown(header, rows)
 
 
@@ -197,10 +232,13 @@ def sweep_table(groups: Sequence[Group]) -> str:
   if not first.validation:  # a data set without a validation split: test is all there is
     return accuracy_table(groups, first.label, first_column="setting")
 
+  metric = first.target
+
   def versus(values: dict[int, float | None], base: dict[int, float | None], g: Group) -> str:
     if g is first:
       return "-"
-    return paired(converged(values), converged(base)).difference.format(1, 100, sign=True)
+    return paired(converged(values), converged(base)).difference.format(
+        metric.digits, metric.scale, sign=True)
 
   def validation(g: Group) -> Interval:
     return mean_ci(list(converged(g.validation).values()))
@@ -208,12 +246,13 @@ def sweep_table(groups: Sequence[Group]) -> str:
   # A setting that diverged on a seed is not chosen over one that never did.
   best = max(groups, key=lambda g: (g.diverged == 0, np.nan_to_num(validation(g).mean,
                                                                      nan=-np.inf)))
-  header = ["setting", "final validation accuracy", f"vs {first.label} (points)",
-            "best on validation", "final test accuracy", f"vs {first.label} (points)",
+  turn = 1.0 if metric.higher_is_better else -1.0  # a loss's score turned back
+  header = ["setting", f"final validation {metric.name}", _versus(first.label, metric),
+            "best on validation", f"final test {metric.name}", _versus(first.label, metric),
             "per seed (test)"]
-  rows = [[g.label, validation(g).format(4),
+  rows = [[g.label, validation(g).format(4, turn),
            versus(g.validation, first.validation, g), "yes" if g is best else "",
-           _accuracy(g), versus(g.per_seed, first.per_seed, g), _per_seed(g.per_seed)]
+           _final(g), versus(g.per_seed, first.per_seed, g), _per_seed(g.per_seed, metric)]
           for g in groups]
   return markdown(header, rows)
 
@@ -224,18 +263,20 @@ def bits_per_step(group: Group) -> float:
 
 
 def _mean_curve(group: Group, x: Callable[[dict], float]):
-  """Per evaluation step: x (first seed's), mean and min/max accuracy over seeds."""
+  """Per evaluation step: x (first seed's), mean and min/max of the target metric over
+  seeds."""
   curves = [r.evaluations for r in group.runs if r.evaluations]
   length = min(len(c) for c in curves)
   xs = np.asarray([x(row) for row in curves[0][:length]])
-  metric = timed_accuracy(curves[0])
-  accuracy = np.asarray([[row[metric] for row in c[:length]] for c in curves])
-  return xs, accuracy.mean(0), accuracy.min(0), accuracy.max(0)
+  key = timed_metric(curves[0], group.target)
+  values = np.asarray([[row[key] for row in c[:length]] for c in curves])
+  return xs, values.mean(0), values.min(0), values.max(0)
 
 
 def plot_curves(groups: Sequence[Group], path: str, target: float | None = None) -> None:
-  """Accuracy (validation where the data set has that split, else test) against steps
-  and simulated time: the mean over seeds, with the range of the seeds shaded."""
+  """The task's target metric (validation where the data set has that split, else test)
+  against steps and simulated time: the mean over seeds, with the range of the seeds
+  shaded."""
   panels = [("step", lambda row: row["step"]), ("simulated time (s)", lambda row: row["sim_time"])]
   figure, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.5), squeeze=False)
   for axis, (xlabel, x) in zip(axes[0], panels, strict=True):
@@ -247,11 +288,12 @@ def plot_curves(groups: Sequence[Group], path: str, target: float | None = None)
       axis.fill_between(xs, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
     if target is not None:
       axis.axhline(target, color="black", linestyle=":", linewidth=1, label=f"target {target:.4g}")
-    metric = next(timed_accuracy(r.evaluations) for g in groups for r in g.runs if r.evaluations)
+    run = next(r for g in groups for r in g.runs if r.evaluations)
+    key = timed_metric(run.evaluations, run.target)
     axis.set(xlabel=xlabel,
-             ylabel=f"{metric.replace('_', ' ')} (mean over seeds; range shaded)")
+             ylabel=f"{key.replace('_', ' ')} (mean over seeds; range shaded)")
     axis.grid(alpha=0.3)
-    axis.legend(fontsize=9, loc="lower right")
+    axis.legend(fontsize=9, loc="lower right" if run.target.higher_is_better else "upper right")
   figure.tight_layout()
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   figure.savefig(path, dpi=110)

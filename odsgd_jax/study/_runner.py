@@ -16,8 +16,10 @@ import jax
 import ml_collections
 
 from odsgd_jax import xla_flags
+from odsgd_jax.data import DATASETS
 from odsgd_jax.study import _records as records_lib
 from odsgd_jax.study._grid import RunSpec, StudyInputError
+from odsgd_jax.tasks import TASKS, Metric
 from odsgd_jax.train import (CLOCK_FILE, ConfigError, NonFiniteLossError, read_metrics,
                              train_and_evaluate, use_compilation_cache, validate_config)
 
@@ -57,8 +59,17 @@ class RunResult:
   lineage: tuple[str, ...] = ()  # its record's `records_lib.lineage`: whose figures hold
 
   @property
-  def accuracy(self) -> float | None:
-    return None if self.summary is None else self.summary["test_accuracy"]
+  def target(self) -> Metric:
+    """The metric its task's targets and verdicts read (`target_metric`)."""
+    return target_metric(self.config or self.spec.build().to_dict())
+
+  @property
+  def score(self) -> float | None:
+    """Its final test value of the target metric, turned so that higher is better
+    (`Metric.oriented`: an accuracy, a negated loss); None where it diverged."""
+    if self.summary is None:
+      return None
+    return self.target.oriented(self.summary[f"test_{self.target.name}"])
 
   def row(self) -> dict[str, Any]:
     """The tidy record of the run (one row of the study's table)."""
@@ -131,23 +142,28 @@ def _finished_summary(workdir: str, config: dict[str, Any]) -> dict[str, Any] | 
       summary = json.load(f)
   except (OSError, ValueError):  # missing, or half-written (JSONDecodeError)
     return None
-  return summary if isinstance(summary, dict) and "test_accuracy" in summary else None
+  return summary if isinstance(summary, dict) and "test_loss" in summary else None
 
 
 def _evaluations(workdir: str) -> list[dict[str, float]]:
   if not os.path.exists(os.path.join(workdir, "metrics.jsonl")):
     return []
-  fields = ("step", "sim_time", "test_loss", "test_accuracy", "validation_loss",
-            "validation_accuracy")
-  return [{k: row[k] for k in fields if k in row} for row in read_metrics(workdir)
-          if "test_accuracy" in row or "validation_accuracy" in row]
+  splits = ("test_", "validation_")  # every metric of the task on a split
+  return [{k: v for k, v in row.items() if k in ("step", "sim_time") or k.startswith(splits)}
+          for row in read_metrics(workdir) if any(k.startswith(splits) for k in row)]
 
 
-def timed_accuracy(evaluations: list[dict[str, float]]) -> str:
-  """The accuracy a run's evaluations track over time: validation where the data set
-  has that split (targets are timed on it), else test."""
-  return ("validation_accuracy" if any("validation_accuracy" in row for row in evaluations)
-          else "test_accuracy")
+def target_metric(config: dict[str, Any]) -> Metric:
+  """The target metric of a run's task (its `data.task`, else its data set's)."""
+  data = config["data"]
+  return TASKS[data.get("task") or DATASETS[data["name"]].task].target
+
+
+def timed_metric(evaluations: list[dict[str, float]], metric: Metric) -> str:
+  """The column of `metric` a run's evaluations track over time: validation where the data
+  set has that split (targets are timed on it), else test."""
+  validation = f"validation_{metric.name}"
+  return validation if any(validation in row for row in evaluations) else f"test_{metric.name}"
 
 
 def _end_with_parent() -> None:

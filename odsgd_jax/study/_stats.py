@@ -31,10 +31,10 @@ class Interval:
     if self.n == 0:
       return "-"
     mean = f"{self.mean * scale:{'+' if sign else ''}.{digits}f}"
-    if (self.n < 2 or math.isnan(self.half_width)
-        or round(self.half_width * scale, digits) == 0):
+    width = abs(self.half_width * scale)  # a negative scale turns a score back into a loss
+    if self.n < 2 or math.isnan(self.half_width) or round(width, digits) == 0:
       return mean
-    return f"{mean} ± {self.half_width * scale:.{digits}f}"
+    return f"{mean} ± {width:.{digits}f}"
 
 
 def mean_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> Interval:

@@ -1,11 +1,12 @@
-"""Target accuracies fixed on pilot seeds, and the censored times at which runs reach them.
+"""Targets of the task's metric (accuracies fixed on pilot seeds, or stated levels such as a
+loss), and the censored times at which runs reach them.
 
 "Faster" is judged by the rules of `verdicts`: time to several targets, a primary one
 among them, every seed counted (one that never reaches is censored at the end of its run,
 and each pair of runs compared up to the shorter one's end).
-The targets are fractions of the baseline's final accuracy on pilot seeds, which are not
+A share target is a fraction of the baseline's final accuracy on pilot seeds, which are not
 among the compared seeds, so the level a strategy is timed against is not read off the
-runs it is judged on.
+runs it is judged on; a falling metric (a loss) is timed at levels stated before the runs.
 """
 
 import math
@@ -15,26 +16,34 @@ import numpy as np
 
 from odsgd_jax.study import verdicts
 from odsgd_jax.study._aggregate import Group
-from odsgd_jax.study._runner import timed_accuracy
+from odsgd_jax.study._runner import timed_metric
+from odsgd_jax.tasks import CLASSIFICATION, Metric
 
 PILOT_SEEDS = (100, 101, 102)
 TARGET_LEVELS = ("90%", "95%", "99%")  # of the baseline's final validation accuracy
 PRIMARY = "95%"
 
 
-def check_targets(names: Sequence[str], primary: str) -> None:
-  """Checks target names: "<p>%" (a share of the baseline's pilot accuracy, 0 < p <= 100)
-  or an absolute accuracy in (0, 1]; `primary` among them."""
+def check_targets(names: Sequence[str], primary: str,
+                  metric: Metric = CLASSIFICATION.target) -> None:
+  """Checks target names: for a rising metric (accuracy), "<p>%" (a share of the
+  baseline's pilot value, 0 < p <= 100) or a value in (0, 1]; for a falling one (a loss),
+  a positive level; `primary` among them."""
   if not names:
-    raise ValueError("no targets given; e.g. 90%,95%,99% or 0.9")
+    raise ValueError("no targets given; e.g. 90%,95%,99% or 0.9 (accuracy), 1.9 (a loss)")
   for name in names:
     try:
       value = float(name[:-1]) / 100 if name.endswith("%") else float(name)
     except ValueError:
       value = float("nan")
-    if not 0 < value <= 1:
-      raise ValueError(f"target {name!r} must be a share of the baseline's pilot accuracy "
-                       f"such as 95% or an accuracy in (0, 1] such as 0.9")
+    if not metric.higher_is_better:
+      if name.endswith("%") or not 0 < value < math.inf:
+        raise ValueError(f"target {name!r} must be a level of the {metric.name}, which falls "
+                         f"as a model learns: a positive number such as 1.9 (a share of a "
+                         f"pilot's {metric.name} is not a level to reach)")
+    elif not 0 < value <= 1:
+      raise ValueError(f"target {name!r} must be a share of the baseline's pilot "
+                       f"{metric.name} such as 95% or a value in (0, 1] such as 0.9")
   if len(set(names)) != len(names):
     raise ValueError(f"targets {list(names)} repeat one")
   if primary not in names:
@@ -49,30 +58,33 @@ class PilotsDivergedError(ValueError):
   """Every pilot run diverged: no target can be fixed, so no time can be compared."""
 
 
-def final_accuracy(pilots: Group) -> float:
-  """The pilot runs' mean final accuracy on the split targets are timed on.
+def pilot_level(pilots: Group) -> float:
+  """The pilot runs' mean final value of the target metric on the split targets are timed
+  on.
 
   Raises:
     PilotsDivergedError: every pilot diverged.
   """
-  values = [r.summary[timed_accuracy(r.evaluations)] for r in pilots.runs if r.summary]
+  values = [r.summary[timed_metric(r.evaluations, r.target)] for r in pilots.runs
+            if r.summary]
   if not values:
     seeds = ", ".join(str(r.spec.seed) for r in pilots.runs)
     raise PilotsDivergedError(
-        f"every pilot run of {pilots.label} diverged (seeds {seeds}): no target accuracy can "
+        f"every pilot run of {pilots.label} diverged (seeds {seeds}): no target level can "
         f"be fixed; lower its learning rate (--set optimizer.learning_rate=...) or see "
         f"{pilots.runs[0].workdir if pilots.runs else 'the pilots workdirs'}")
   return float(np.mean(values))
 
 
 def targets(names: Sequence[str], pilots: Group | None) -> dict[str, float]:
-  """{name: accuracy}: "95%" is 0.95 x the pilots' mean final accuracy, "0.9" is 0.9."""
+  """{name: level of the target metric}: "95%" is 0.95 x the pilots' mean final value,
+  "0.9" is 0.9."""
   goals = {}
   for name in names:
     if name.endswith("%"):
       if pilots is None:
-        raise ValueError(f"target {name!r} is a share of the pilots' accuracy: pass pilots")
-      goals[name] = float(name[:-1]) / 100 * final_accuracy(pilots)
+        raise ValueError(f"target {name!r} is a share of the pilots' final value: pass pilots")
+      goals[name] = float(name[:-1]) / 100 * pilot_level(pilots)
     else:
       goals[name] = float(name)
   return goals
@@ -84,8 +96,10 @@ def arrivals(group: Group, target: float) -> dict[int, verdicts.Arrival]:
   steps)."""
   ends = [r.summary["sim_time_s"] for r in group.runs if r.summary is not None]
   end = max(ends) if ends else float("nan")
+  metric = group.target
   return {run.spec.seed: (verdicts.arrival(run.evaluations, target, run.summary["sim_time_s"],
-                                           timed_accuracy(run.evaluations))
+                                           timed_metric(run.evaluations, metric),
+                                           metric.higher_is_better)
                           if run.summary is not None else verdicts.Arrival(end, False, end))
           for run in group.runs}
 
@@ -103,9 +117,10 @@ def _arrival_share(run, target: float) -> float | None:
   run never reaches it or diverged."""
   if run.summary is None:
     return None
-  metric, before = timed_accuracy(run.evaluations), 0.0
+  metric = run.target
+  key, before = timed_metric(run.evaluations, metric), 0.0
   for row in run.evaluations:
-    if row[metric] >= target:
+    if metric.oriented(row[key]) >= metric.oriented(target):
       return (row["sim_time"] - before) / row["sim_time"]
     before = row["sim_time"]
   return None

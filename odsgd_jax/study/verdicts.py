@@ -43,8 +43,9 @@ import numpy as np
 from scipy import stats
 
 from odsgd_jax.study._stats import Interval, mean_ci
+from odsgd_jax.tasks import CLASSIFICATION, Metric
 
-MARGIN = 0.01  # accuracy, as a fraction: 1 point
+MARGIN = CLASSIFICATION.target.margin  # accuracy, as a fraction: 1 point
 # The sensitivity margin beside the registered one: half of it (docs/results.md, "How a
 # claim is decided"), so a reader sees which "holds" survive a stricter margin.
 SENSITIVITY_MARGIN = 0.005
@@ -229,16 +230,19 @@ def seed_sets_differ(primary: AccuracyTest, again: AccuracyTest) -> float:
       again.seeds, equal_var=False).pvalue)
 
 
-def accuracy_verdicts(tests: Sequence[AccuracyTest], alpha: float = ALPHA) -> list[Verdict]:
-  """The verdicts of a table's accuracy rows, Holm-adjusted across them."""
+def accuracy_verdicts(tests: Sequence[AccuracyTest], alpha: float = ALPHA,
+                      metric: Metric = CLASSIFICATION.target) -> list[Verdict]:
+  """The verdicts of a table's rows of final scores (`metric`'s: accuracy by default),
+  Holm-adjusted across them; the differences are written in its unit."""
   noninferior = holm([t.p_noninferior for t in tests])
   inferior = holm([t.p_inferior for t in tests])
   verdicts = []
+  scale, digits, unit = metric.scale, metric.digits, metric.unit
   for test, p_ok, p_bad in zip(tests, noninferior, inferior, strict=True):
-    points = (f"{test.difference.format(1, 100, sign=True)} points (one-sided 95% lower bound "
-              f"{100 * test.lower_bound:+.1f}), margin -{100 * test.margin:g}")
-    figure = f"{test.difference.format(1, 100, sign=True)} points"
-    if p_ok < alpha and test.diverged:  # no accuracy there: it cannot be called similar
+    points = (f"{test.difference.format(digits, scale, sign=True)} {unit} (one-sided 95% lower "
+              f"bound {scale * test.lower_bound:+.{digits}f}), margin -{scale * test.margin:g}")
+    figure = f"{test.difference.format(digits, scale, sign=True)} {unit}"
+    if p_ok < alpha and test.diverged:  # no score there: it cannot be called similar
       verdicts.append(Verdict(INCONCLUSIVE, f"non-inferior, {points}, Holm {format_p(p_ok)}, but "
                                             f"{test.diverged} seed(s) diverged", p_ok,
                               f"{test.diverged} seed(s) diverged ({figure})"))
@@ -246,9 +250,9 @@ def accuracy_verdicts(tests: Sequence[AccuracyTest], alpha: float = ALPHA) -> li
       verdicts.append(Verdict(HOLDS, f"non-inferior, {points}, Holm {format_p(p_ok)}", p_ok,
                               f"{figure}, non-inferior (Holm {format_p(p_ok)})"))
     elif p_bad < alpha:
-      verdicts.append(Verdict(DOES_NOT_HOLD, f"lower by more than the margin, {points}, "
-                                             f"Holm {format_p(p_bad)}", p_bad,
-                              f"{figure}, lower by > {100 * test.margin:g} "
+      verdicts.append(Verdict(DOES_NOT_HOLD, f"{metric.worse} by more than the margin, "
+                                             f"{points}, Holm {format_p(p_bad)}", p_bad,
+                              f"{figure}, {metric.worse} by > {scale * test.margin:g} "
                               f"(Holm {format_p(p_bad)})"))
     else:
       verdicts.append(Verdict(INCONCLUSIVE, f"{points}; neither non-inferior nor inferior at "
@@ -269,10 +273,11 @@ class Arrival:
 
 
 def arrival(evaluations: Sequence[Mapping[str, float]], target: float, end_time: float,
-            metric: str = "validation_accuracy") -> Arrival:
-  """The first evaluation of `metric` at or above `target`, else censored at `end_time`."""
+            metric: str = "validation_accuracy", higher_is_better: bool = True) -> Arrival:
+  """The first evaluation of `metric` at or above `target` (at or below, for a metric such
+  as a loss that falls), else censored at `end_time`."""
   for row in evaluations:
-    if row[metric] >= target:
+    if (row[metric] >= target) if higher_is_better else (row[metric] <= target):
       return Arrival(float(row["sim_time"]), True, float(end_time))
   return Arrival(float(end_time), False, float(end_time))
 

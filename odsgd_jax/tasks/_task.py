@@ -2,6 +2,7 @@
 model learns."""
 
 import dataclasses
+import math
 from typing import Any
 
 import jax
@@ -17,12 +18,27 @@ class Metric:
     higher_is_better: accuracy rises as a model learns, a loss falls.
     unit: what a difference of it is written in ("points": hundredths of accuracy; "nats").
     scale: a difference in `unit` is this times the metric's difference.
+    margin: how far short of the baseline a strategy may end and still be "similar" (a
+      study's non-inferiority margin), in the metric's own terms: fixed before any run.
+    digits: the decimals a difference in `unit` is written with.
   """
 
   name: str
   higher_is_better: bool
   unit: str
   scale: float = 1.0
+  margin: float = 0.0
+  digits: int = 3
+
+  @property
+  def worse(self) -> str:
+    """The word for a strategy that ends worse than its baseline."""
+    return "lower" if self.higher_is_better else "higher"
+
+  def oriented(self, value: float) -> float:
+    """`value` turned so that higher is better: what targets, the best evaluation and the
+    verdicts compare (a loss is negated)."""
+    return value if self.higher_is_better else -value
 
 
 class Task:
@@ -37,6 +53,11 @@ class Task:
   input_dtype: Any = jnp.float32
   metrics: tuple[str, ...] = ("loss",)  # evaluated on a whole split, by name
   target: Metric = Metric("loss", higher_is_better=False, unit="nats")
+
+  def chance_level(self, num_classes: int) -> float:
+    """The target metric of a uniform guess over `num_classes` outputs: what a study counts
+    a diverged seed as (for a loss, the cross-entropy of the uniform distribution)."""
+    return math.log(num_classes)
 
   def inputs(self, batch: dict[str, jax.Array]) -> jax.Array:
     """What the model is applied to."""

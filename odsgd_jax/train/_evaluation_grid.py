@@ -1,6 +1,6 @@
 """The steps a run evaluates after: a fixed span, or spans that grow with the step so that a
 time read off them is known to within a fixed share of itself, dense again wherever the
-accuracy comes near a target not yet reached, and none but the last once every target is
+target metric comes near a target not yet reached, and none but the last once every target is
 reached (docs/results.md, "The evaluation grid")."""
 
 import math
@@ -8,7 +8,7 @@ from typing import Sequence
 
 
 def next_evaluation(step: int, num_steps: int, every: int, growth: float = 0.0,
-                    accuracy: float | None = None, best: float | None = None,
+                    score: float | None = None, best: float | None = None,
                     targets: Sequence[float] = (), near: float = 0.0) -> int:
   """The step (1-based) of the evaluation after the one at `step` (0: the start).
 
@@ -19,9 +19,10 @@ def next_evaluation(step: int, num_steps: int, every: int, growth: float = 0.0,
     growth: 0 for spans of `every`; else max(every, every * floor(growth * step / every))
       steps (multiples of `every`: the grid is a subset of the fixed one), so that an
       arrival read at step s' is known to within max(every / s', growth) of itself.
-    accuracy: the accuracy evaluated at `step` (None before the first evaluation).
-    best: the highest accuracy evaluated so far: a target at or below it is reached.
-    targets: accuracies the run is timed at. While `accuracy` lies within `near` below one
+    score: the task's target metric evaluated at `step`, turned so that higher is better
+      (`Metric.oriented`: an accuracy, a negated loss; None before the first evaluation).
+    best: the highest score evaluated so far: a target at or below it is reached.
+    targets: the scores the run is timed at. While `score` lies within `near` below one
       not yet reached, the span is max(1, min(every, floor(growth * step))) steps (`every`
       on a fixed grid): a noisy curve may cross in a spike that a long span skips, so near a
       target the grid is never coarser than the fixed one (an arrival there is read where a
@@ -34,7 +35,7 @@ def next_evaluation(step: int, num_steps: int, every: int, growth: float = 0.0,
   unreached = [t for t in targets if best is None or best < t]
   if targets and not unreached:
     return num_steps
-  close = accuracy is not None and any(accuracy >= t - near for t in unreached)
+  close = score is not None and any(score >= t - near for t in unreached)
   if growth <= 0:
     span = every
   elif close:  # at most `every`: the grid check found spikes the growing spans stepped over
@@ -46,7 +47,7 @@ def next_evaluation(step: int, num_steps: int, every: int, growth: float = 0.0,
 
 def evaluation_steps(num_steps: int, every: int, growth: float = 0.0) -> frozenset[int]:
   """The steps a run of `num_steps` evaluates after when it times no target (`next_evaluation`
-  without accuracies), the last one included."""
+  without scores), the last one included."""
   steps, step = set(), 0
   while step < num_steps:
     step = next_evaluation(step, num_steps, every, growth)

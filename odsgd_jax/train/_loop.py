@@ -104,6 +104,7 @@ class _Run:
         self.progress.next_evaluation = min(s for s in grid | {self.cfg.num_steps}
                                             if s > self.start_step or s == self.cfg.num_steps)
       self.evaluator, self.final_evaluator = experiment.evaluators()
+      self.task_target = experiment.task.target
       self.writer = MetricsWriter(workdir, enabled=self.is_writer, resumed_step=self.resumed_step)
       self.bar = tqdm.tqdm(total=self.cfg.num_steps, initial=self.start_step, unit="step",
                            dynamic_ncols=True,  # None: on a terminal only, not in a log file
@@ -185,15 +186,19 @@ class _Run:
     self.evaluation_s += time.perf_counter() - started
     self.evaluations += 1
     self.writer.write(step, {**self.evaluation, "sim_time": self.progress.clock.time})
-    accuracy = self.evaluation[f"{self.evaluator.name}_accuracy"]
+    # the task's target metric, turned so that higher is better (a loss negated)
+    metric = self.task_target
+    score = metric.oriented(self.evaluation[f"{self.evaluator.name}_{metric.name}"])
     target = self.cfg.target_accuracy
-    if self.progress.reached_target is None and target and accuracy >= target:
+    if (self.progress.reached_target is None and target
+        and score >= metric.oriented(target)):
       self.progress.reached_target = (step, self.progress.clock.time)
-    best = self.progress.best_accuracy
-    self.progress.best_accuracy = accuracy if best is None else max(best, accuracy)
+    best = self.progress.best_accuracy  # the best score: a checkpoint's name of before
+    self.progress.best_accuracy = score if best is None else max(best, score)
     self.progress.next_evaluation = next_evaluation(  # saved: a resumed run goes on alike
-        step, self.cfg.num_steps, self.cfg.eval_every, self.cfg.eval_growth, accuracy,
-        self.progress.best_accuracy, tuple(self.cfg.eval_targets), self.cfg.eval_near)
+        step, self.cfg.num_steps, self.cfg.eval_every, self.cfg.eval_growth, score,
+        self.progress.best_accuracy, tuple(metric.oriented(t) for t in self.cfg.eval_targets),
+        self.cfg.eval_near)
     for hook in self.hooks:
       hook.after_eval(step, self.evaluation)
 

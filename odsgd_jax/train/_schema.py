@@ -52,10 +52,11 @@ def _speeds_problem(value: Any) -> str | None:
   return None
 
 
-def _accuracies_problem(value: Any) -> str | None:
+def _levels_problem(value: Any) -> str | None:
   if not isinstance(value, (tuple, list)) or any(
-      isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 < a <= 1 for a in value):
-    return "is not a tuple of accuracies in (0, 1]"
+      isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 < a < float("inf")
+      for a in value):
+    return "is not a tuple of positive levels of the task's target metric"
   return None
 
 
@@ -165,11 +166,13 @@ SCHEMA: dict[str, dict[str, Field]] = {
         # time read off it is known to within about eval_growth of itself; 0: every
         # eval_every steps
         "eval_growth": Field(0.0, domains.real(0, 1, high_open=True)),
-        # accuracies a study times this run at: spans of eval_growth of the step, down to
-        # one step, while the accuracy is within eval_near below one not yet reached, and
-        # no evaluation but the last once all are reached; (): none
-        "eval_targets": Field((), _other("a tuple of accuracies in (0, 1], or () for none",
-                                         _accuracies_problem)),
+        # levels of the task's target metric (accuracy, a loss) a study times this run at:
+        # spans of eval_growth of the step, down to one step, while the metric is within
+        # eval_near short of one not yet reached, and no evaluation but the last once all
+        # are reached; (): none
+        "eval_targets": Field((), _other("a tuple of positive levels of the task's target "
+                                         "metric (accuracies, losses), or () for none",
+                                         _levels_problem)),
         "eval_near": Field(0.03, domains.real(0, 1)),
         "checkpoint_every": Field(1000, _COUNT),  # also at the end
         "log_every": Field(1, _COUNT),

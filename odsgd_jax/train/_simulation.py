@@ -141,8 +141,9 @@ def gradient_order(config: ml_collections.ConfigDict, input_shape: tuple[int, ..
   if cluster_config.overlap == "none":
     return ()
   if cluster_config.get("workload"):
-    name, shape = cluster.WORKLOADS[cluster_config.workload].model
-    return models.gradient_profile(name, shape)
+    load = cluster.WORKLOADS[cluster_config.workload]
+    name, shape = load.model
+    return models.gradient_profile(name, shape, load.num_classes, **dict(load.model_options))
   if model_bytes <= cluster_config.bucket_bytes:
     return ()
   options = {k: tuple(v) if isinstance(v, list) else v
