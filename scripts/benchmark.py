@@ -2,14 +2,17 @@
 
   python scripts/benchmark.py [--models cnn1d,mlp,mlp_wide,resnet20] [--steps 40] \
       [--entries odsgd,...] [--readme benchmark]
+  python scripts/benchmark.py --models transformer --data_repeats 0 --readme benchmark_lm
 
 On the available devices (here: 8 simulated CPU devices; a GPU or TPU host runs it as
-is, and adds ResNet-20 at batch 128), one worker per device, random input of the model's
-size (no data needed). On a GPU, XLA's deterministic ops are on, as in a training run
+is, and adds ResNet-20 at batch 128), one worker per device, input of zeros of the model's
+size (no data needed). `transformer` is the language model of configs/kjv_transformer.py
+(next-token prediction on 128 characters, AdamW inside every step, the baselines too).
+On a GPU, XLA's deterministic ops are on, as in a training run
 (`XLA_FLAGS=--xla_gpu_deterministic_ops=false` times without them); the caption says
-which. Two plain formulations of data parallelism are written below, each with
-`optax.sgd(momentum=0.9)` and returning the batch's loss and accuracy, as every
-strategy's step does for the loop:
+which. Two plain formulations of data parallelism are written below, each with the
+model's inner optimizer (`optax.sgd(momentum=0.9)`; AdamW for the transformer) and
+returning the batch's loss and accuracy, as every strategy's step does for the loop:
 `jax.jit` over arrays placed with `NamedSharding` (parameters replicated, the batch split
 over a `data` axis, XLA inserting the all-reduce: what most JAX users write first), and a
 `shard_map` with an explicit `pmean`. Both are timed; the faster is the baseline (1.00x).
@@ -22,11 +25,12 @@ compiled memory (arguments + temporaries), compile time, the operations of the c
 step's entry computation and how many of them are copies (on a small model each is a
 kernel launch per device that costs more than its arithmetic), strategy state in model
 copies, and the backend compilations after the first step (must be 0). Finally the default
-experiment's time waiting for data.
+experiment's time waiting for data (--data_repeats 0: not measured).
 
 Writes <output>/benchmark.json and benchmark.md.
 """
 
+import dataclasses
 import json
 import os
 import re
@@ -51,21 +55,45 @@ from odsgd_jax.models import make_model  # noqa: E402
 from odsgd_jax.strategies import get_strategy, state_model_copies  # noqa: E402
 from odsgd_jax.study import (StudyInputError, environment, markdown,  # noqa: E402
                              replace_section, run_main, script_parser)
+from odsgd_jax.tasks import CLASSIFICATION, NEXT_TOKEN, Task  # noqa: E402
 from odsgd_jax.train import (build_experiment, make_train_step,  # noqa: E402
                              train_and_evaluate)
 
-# name: (model, input shape, model options, batch per device). The MLP at the model's
-# default widths (256, 256) and batch 64; the wide MLP's parameters dominate its compute,
-# so optimizer and communication overhead shows most there; ResNet-20 at batch 128 is a
-# realistic per-GPU batch, whose step on a GPU is bound by kernel launches (minutes a
-# step on a CPU: run by default on accelerators only).
+INNER = optax.sgd(0.1, momentum=0.9)
+
+
+@dataclasses.dataclass(frozen=True)
+class Bench:
+  """A model the benchmark times: its input shape, options, batch per device, task,
+  outputs and the inner optimizer of its steps."""
+
+  model: str
+  input_shape: tuple[int, ...]
+  options: dict
+  batch: int
+  task: Task = CLASSIFICATION
+  num_classes: int = 10
+  inner: optax.GradientTransformation = INNER
+
+
+# The MLP at the model's default widths (256, 256) and batch 64; the wide MLP's parameters
+# dominate its compute, so optimizer and communication overhead shows most there; ResNet-20
+# at batch 128 is a realistic per-GPU batch, whose step on a GPU is bound by kernel launches
+# (minutes a step on a CPU: run by default on accelerators only). The transformer is
+# configs/kjv_transformer.py's, at its batch and with its AdamW (without the schedule).
 MODELS = {
-    "cnn1d": ("cnn1d", (40,), {}, 16),
-    "mlp": ("mlp", (40,), {}, 64),
-    "mlp_wide": ("mlp", (40,), {"hidden_sizes": (1024, 1024)}, 16),
-    "resnet20": ("resnet20", (32, 32, 3), {}, 8),
-    "resnet20_b128": ("resnet20", (32, 32, 3), {}, 128),
+    "cnn1d": Bench("cnn1d", (40,), {}, 16),
+    "mlp": Bench("mlp", (40,), {}, 64),
+    "mlp_wide": Bench("mlp", (40,), {"hidden_sizes": (1024, 1024)}, 16),
+    "resnet20": Bench("resnet20", (32, 32, 3), {}, 8),
+    "resnet20_b128": Bench("resnet20", (32, 32, 3), {}, 128),
+    "transformer": Bench("transformer", (128,),
+                         {"width": 64, "depth": 2, "heads": 4, "max_length": 128}, 8,
+                         NEXT_TOKEN, 64, optax.chain(optax.clip_by_global_norm(1.0),
+                                                     optax.adamw(0.01, weight_decay=0.1))),
 }
+# run only when named (--models): its rows are a section of their own (benchmark_lm)
+OWN_SECTION = ("transformer",)
 ACCELERATOR_ONLY = ("resnet20_b128",)
 # Lines of the compiled HLO's entry computation that run nothing: the rest are kernels.
 _NOT_RUN = ("parameter", "constant", "get-tuple-element", "bitcast", "tuple")
@@ -99,7 +127,6 @@ ENTRIES = [
     ("ssgd + powersgd:2", "ssgd", {"compression": "powersgd:2"}, False),
     ("ssgd + cast:bfloat16", "ssgd", {"compression": "cast:bfloat16"}, False),
 ]
-INNER = optax.sgd(0.1, momentum=0.9)
 
 
 class CompileCounter:
@@ -149,91 +176,90 @@ def entry_operations(hlo_text: str) -> dict[str, int]:
   return {"run": len(run), "copies": run.count("copy")}
 
 
-def _init(model, input_shape):
-  return model.init(jax.random.key(0), jnp.zeros((1, *input_shape)), train=False)
+def _init(model, bench):
+  return model.init(jax.random.key(0), bench.task.example_input(bench.input_shape),
+                    train=False)
 
 
-def _loss(model, variables, images, labels):
+def _loss(model, variables, batch, task):
   """(loss, (new BatchNorm state, the batch's accuracy)): the loss and accuracy a train
   step returns to be logged, as the flax examples' steps and the training loop's do."""
-  logits, new_state = model.apply(variables, images, train=True, mutable=["batch_stats"])
-  accuracy = jnp.mean(jnp.argmax(logits, -1) == labels)
-  loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
-  return loss, (new_state, accuracy)
+  outputs, new_state = model.apply(variables, task.inputs(batch), train=True,
+                                   mutable=["batch_stats"])
+  accuracy = task.train_metrics(outputs, batch)["accuracy"]
+  return task.loss(outputs, batch), (new_state, accuracy)
 
 
-def _global_batch(mesh, n, batch_per_device, input_shape):
+def _global_batch(mesh, n, bench):
   split = NamedSharding(mesh, P("data"))
-  return (jax.device_put(np.zeros((n * batch_per_device, *input_shape), np.float32), split),
-          jax.device_put(np.zeros((n * batch_per_device,), np.int32), split))
+  return (jax.device_put(bench.task.example_batch(bench.input_shape, (n * bench.batch,)),
+                         split),)
 
 
-def jit_baseline(model, input_shape, batch_per_device, devices) -> Step:
+def jit_baseline(model, bench, devices) -> Step:
   """`jax.jit` over NamedSharding-placed arrays: replicated parameters and optimizer state,
   the batch split over `data`; XLA inserts the all-reduce (BatchNorm: global statistics)."""
   mesh = Mesh(np.asarray(devices), ("data",))
-  variables = _init(model, input_shape)
+  variables = _init(model, bench)
   params, stats = variables["params"], variables.get("batch_stats", {})
 
-  def step(params, opt_state, stats, images, labels):
+  def step(params, opt_state, stats, batch):
     def loss_fn(p):
-      return _loss(model, {"params": p, "batch_stats": stats}, images, labels)
+      return _loss(model, {"params": p, "batch_stats": stats}, batch, bench.task)
     (loss, (new_state, accuracy)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-    updates, opt_state = INNER.update(grads, opt_state, params)
+    updates, opt_state = bench.inner.update(grads, opt_state, params)
     return (optax.apply_updates(params, updates), opt_state,
             new_state.get("batch_stats", stats), jnp.stack([loss, accuracy]))
 
   replicated = NamedSharding(mesh, P())
-  state = jax.device_put((params, INNER.init(params), stats), replicated)
+  state = jax.device_put((params, bench.inner.init(params), stats), replicated)
   return Step(jax.jit(step, donate_argnums=(0, 1, 2)), state,
-              _global_batch(mesh, len(devices), batch_per_device, input_shape))
+              _global_batch(mesh, len(devices), bench))
 
 
-def shard_map_baseline(model, input_shape, batch_per_device, devices) -> Step:
+def shard_map_baseline(model, bench, devices) -> Step:
   """A `shard_map` over `data` with an explicit `pmean` of the gradients (per-device
   BatchNorm statistics, as the strategies keep them)."""
   mesh = Mesh(np.asarray(devices), ("data",))
   n = len(devices)
-  variables = _init(model, input_shape)
+  variables = _init(model, bench)
   params = variables["params"]
   stats = jax.tree.map(lambda x: jnp.broadcast_to(x, (n, *x.shape)),
                        variables.get("batch_stats", {}))
 
-  def device_step(params, opt_state, stats, images, labels):
+  def device_step(params, opt_state, stats, batch):
     def loss_fn(p):
       return _loss(model, {"params": p, "batch_stats": jax.tree.map(lambda s: s[0], stats)},
-                   images, labels)
+                   batch, bench.task)
     (loss, (new_state, accuracy)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
     grads = jax.lax.pmean(grads, "data")
-    updates, opt_state = INNER.update(grads, opt_state, params)
+    updates, opt_state = bench.inner.update(grads, opt_state, params)
     new_stats = jax.tree.map(lambda s: s[None], new_state.get("batch_stats", {}))
     metrics = jnp.stack([loss, accuracy])[None]  # this device's, as the strategies log them
     return optax.apply_updates(params, updates), opt_state, new_stats, metrics
 
   step = jax.jit(jax.shard_map(
-      device_step, mesh=mesh, in_specs=(P(), P(), P("data"), P("data"), P("data")),
+      device_step, mesh=mesh, in_specs=(P(), P(), P("data"), P("data")),
       out_specs=(P(), P(), P("data"), P("data"))), donate_argnums=(0, 1, 2))
   replicated, split = NamedSharding(mesh, P()), NamedSharding(mesh, P("data"))
-  state = (jax.device_put(params, replicated), jax.device_put(INNER.init(params), replicated),
-           jax.device_put(stats, split))
-  return Step(step, state, _global_batch(mesh, n, batch_per_device, input_shape))
+  state = (jax.device_put(params, replicated),
+           jax.device_put(bench.inner.init(params), replicated), jax.device_put(stats, split))
+  return Step(step, state, _global_batch(mesh, n, bench))
 
 
-def strategy_step(model, input_shape, batch_per_device, worker_mesh, name, options,
-                  norms) -> Step:
+def strategy_step(model, bench, worker_mesh, name, options, norms) -> Step:
   """The training loop's step of strategy `name`, the schedule already on the devices;
   with `norms`, the program of the steps that compute the norms. A strategy whose first
   ticks differ (`TrainStep.settled_from`) takes them as the loop does and is timed in the
   program of the settled ticks, which every later tick runs."""
   strategy = get_strategy(name)
-  tx = strategy.make(INNER, axis_name=parallel.WORKER_AXES, **options)
+  tx = strategy.make(bench.inner, axis_name=parallel.WORKER_AXES, **options)
   n = worker_mesh.num_workers
-  batch = jax.device_put({"image": np.zeros((n, batch_per_device, *input_shape), np.float32),
-                          "label": np.zeros((n, batch_per_device), np.int32)},
+  batch = jax.device_put(bench.task.example_batch(bench.input_shape, (n, bench.batch)),
                          worker_mesh.sharding(parallel.BATCH))
   schedule = jax.device_put(synchronous_schedule(0, n), worker_mesh.sharding(parallel.REPLICATED))
-  train_step = make_train_step(model, tx, worker_mesh, strategy)
-  state = train_step.init_state(input_shape, seed=0)
+  train_step = make_train_step(model, tx, worker_mesh, strategy, task=bench.task)
+  state = train_step.init_state(bench.input_shape, seed=0)
   for tick in range(train_step.settled_from):  # the first ticks, in their program
     state, _ = train_step(state, batch, schedule, tick)
   return _StrategyStep(train_step.program(norms, train_step.settled_from), state, batch,
@@ -266,12 +292,12 @@ def _alternate(a: Step, b: Step, steps: int) -> tuple[list[float], list[float]]:
 
 
 def measure(model_name, steps, counter, entries) -> list[dict]:
-  name, shape, options, batch = MODELS[model_name]
+  bench = MODELS[model_name]
   devices = jax.devices()
-  model = make_model(name, 10, **options)
-  params = _init(model, shape)["params"]
-  baselines = {"jit + NamedSharding": jit_baseline(model, shape, batch, devices),
-               "shard_map + pmean": shard_map_baseline(model, shape, batch, devices)}
+  model = make_model(bench.model, bench.num_classes, **bench.options)
+  params = _init(model, bench)["params"]
+  baselines = {"jit + NamedSharding": jit_baseline(model, bench, devices),
+               "shard_map + pmean": shard_map_baseline(model, bench, devices)}
   for step in baselines.values():
     step.compile()
   jit_times, shard_map_times = _alternate(*baselines.values(), steps)
@@ -286,8 +312,7 @@ def measure(model_name, steps, counter, entries) -> list[dict]:
   reference = baselines[fastest]
   worker_mesh = parallel.make_worker_mesh(len(devices), len(devices))
   for entry, strategy, strategy_options, norms in entries:
-    step = strategy_step(model, shape, batch, worker_mesh, strategy, strategy_options,
-                         norms)
+    step = strategy_step(model, bench, worker_mesh, strategy, strategy_options, norms)
     step.compile()
     step.run()  # the first step
     compiles_before = counter.count
@@ -361,11 +386,14 @@ def table(rows, wait, command) -> str:
                   f"{row['state_copies']:.2f}",
                   str(row.get("compiles_after_first_step", "-"))])
   shown = dict.fromkeys(row["model"] for row in rows)
-  batches = ", ".join(f"{name} {MODELS[name][3]}" for name in shown)
-  return (f"{environment()}; one worker per device; batch per device: {batches}; "
+  batches = ", ".join(f"{name} {MODELS[name].batch}" for name in shown)
+  text = (f"{environment()}; one worker per device; batch per device: {batches}; "
           f"median of the steps after 3 warm-ups, each step timed alternately with the "
           f"faster baseline's (marked 1.00x); produced by `{command}`.\n\n"
-          f"{markdown(header, lines)}\n\nDefault experiment (`configs/default.py`), waiting "
+          f"{markdown(header, lines)}")
+  if wait is None:
+    return text
+  return (f"{text}\n\nDefault experiment (`configs/default.py`), waiting "
           f"for data: the training loop runs {100 * wait[0]:.1f}% longer with its input "
           f"pipeline than with one batch kept on the devices; the host spends "
           f"{100 * wait[1]:.1f}% of the loop reading and transferring batches, overlapped "
@@ -374,7 +402,8 @@ def table(rows, wait, command) -> str:
 
 def default_models() -> list[str]:
   on_cpu = jax.default_backend() == "cpu"
-  return [name for name in MODELS if not (on_cpu and name in ACCELERATOR_ONLY)]
+  return [name for name in MODELS
+          if not (on_cpu and name in ACCELERATOR_ONLY) and name not in OWN_SECTION]
 
 
 def main() -> None:
@@ -386,7 +415,8 @@ def main() -> None:
   parser.add_argument("--entries", default="", help="row names to run (comma-separated); "
                       "default: all")
   parser.add_argument("--data_repeats", type=int, default=3,
-                      help="alternating runs of each kind for the data wait (the fastest counts)")
+                      help="alternating runs of each kind for the data wait (the fastest "
+                      "counts); 0: not measured")
   parser.add_argument("--data_steps", type=int, default=1000,
                       help="steps of the default run that measures waiting for data")
   parser.add_argument("--output", default="runs/benchmark")
@@ -405,12 +435,16 @@ def main() -> None:
   rows = []
   for model_name in models:
     rows += measure(model_name, args.steps, counter, entries)
-  wait = data_wait(args.data_steps, args.output, args.data_repeats)
+  wait = (data_wait(args.data_steps, args.output, args.data_repeats) if args.data_repeats > 0
+          else None)
   command = "python scripts/benchmark.py" + (f" --models {args.models}" if args.models else "")
+  if args.data_repeats <= 0:
+    command += " --data_repeats 0"
   text = table(rows, wait, command)
   with open(os.path.join(args.output, "benchmark.json"), "w", encoding="utf-8") as f:
-    json.dump({"devices": environment(), "rows": rows, "data_wait_fraction": wait[0],
-               "input_host_fraction": wait[1]}, f, indent=2)
+    json.dump({"devices": environment(), "rows": rows,
+               "data_wait_fraction": wait[0] if wait else None,
+               "input_host_fraction": wait[1] if wait else None}, f, indent=2)
   with open(os.path.join(args.output, "benchmark.md"), "w", encoding="utf-8") as f:
     f.write(text + "\n")
   print(text)

@@ -27,6 +27,33 @@ class SGD:
     direction = g + self.momentum * m if self.nesterov else m
     return -self.lr * direction, m
 
+  def zero_gradient(self, m):
+    return np.zeros_like(m)
+
+
+class Adam:
+  """optax.adam semantics (scale_by_adam, then -lr), per worker where a strategy keeps the
+  inner state per worker: m <- b1 m + (1 - b1) g, v <- b2 v + (1 - b2) g^2, t <- t + 1,
+  u = -lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps). AdamW's decoupled decay is
+  checked on its own (tests/test_optimizer.py)."""
+
+  def __init__(self, lr, b1=0.9, b2=0.999, eps=1e-8):
+    self.lr, self.b1, self.b2, self.eps = lr, b1, b2, eps
+
+  def init(self, x):
+    return (np.zeros_like(x), np.zeros_like(x), 0)
+
+  def update(self, g, state):
+    m, v, t = state
+    m = self.b1 * m + (1 - self.b1) * g
+    v = self.b2 * v + (1 - self.b2) * g * g
+    t += 1
+    m_hat, v_hat = m / (1 - self.b1 ** t), v / (1 - self.b2 ** t)
+    return -self.lr * m_hat / (np.sqrt(v_hat) + self.eps), (m, v, t)
+
+  def zero_gradient(self, state):
+    return np.zeros_like(state[0])
+
 
 class Spike:
   """Spike compensation (Kosson et al. 2021) as the gradient fed to heavy ball:
@@ -46,11 +73,23 @@ class Spike:
     return fed
 
 
+def average_states(states):
+  """Every worker's inner state replaced by the mean over the workers of its arrays (the
+  moments); a counter (Adam's step count) stays each worker's own."""
+  if not isinstance(states[0], tuple):
+    mean = np.mean(states, axis=0)
+    return [mean.copy() for _ in states]
+  means = [np.mean([s[j] for s in states], axis=0) if isinstance(part, np.ndarray) else None
+           for j, part in enumerate(states[0])]
+  return [tuple(part if mean is None else mean.copy() for part, mean in zip(s, means, strict=True))
+          for s in states]
+
+
 def drift(inner, s, steps):
   """The sum of `steps` updates of a zero gradient (the optimizer's own motion)."""
   total = 0.0
   for _ in range(steps):
-    u, s = inner.update(0.0 * s, s)
+    u, s = inner.update(inner.zero_gradient(s), s)
     total = total + u
   return total
 
@@ -239,8 +278,7 @@ def local_sgd(grad, x0, N, T, inner, period, schedules=None, weighted=False, ada
         anchor = anchor + u
       xs = [anchor.copy() for _ in range(N)]
       if average_inner_state:
-        mean_state = np.mean(states, axis=0)
-        states = [mean_state.copy() for _ in range(N)]
+        states = average_states(states)
       round_loss = sum(loss_sums) / max(sum(steps), 1)
       if adapt == "linear":
         H = H + 1

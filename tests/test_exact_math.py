@@ -1,7 +1,7 @@
 """Every strategy equals its independent NumPy reference (tests/numpy_reference.py).
 
 N=4 workers, 12 ticks of linear least squares (each worker its own batches),
-SGD and momentum inner optimizers, homogeneous and heterogeneous schedules;
+SGD, momentum and Adam inner optimizers, homogeneous and heterogeneous schedules;
 every worker's parameters are compared after every tick: max |diff| <= 1e-5.
 """
 
@@ -21,6 +21,10 @@ TOLERANCE = 1e-5
 INNERS = {
     "sgd": (lambda: optax.sgd(0.1), lambda: ref.SGD(0.1)),
     "momentum": (lambda: optax.sgd(0.05, momentum=0.9), lambda: ref.SGD(0.05, momentum=0.9)),
+    # adaptive: the moments each strategy keeps (per worker, or the server's) and what a
+    # replay or a prediction runs them through (docs/strategies.md, "With an adaptive
+    # inner optimizer")
+    "adam": (lambda: optax.adam(0.01), lambda: ref.Adam(0.01)),
 }
 
 def test_every_strategy_has_a_reference_case():

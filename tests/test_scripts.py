@@ -189,6 +189,25 @@ def test_benchmark_writes_its_table_and_nothing_recompiles(tmp_path):
   assert "| cnn1d | ssgd |" in (tmp_path / "benchmark.md").read_text()
 
 
+def test_benchmark_times_the_language_model_with_adamw(tmp_path):
+  """The transformer's rows: next-token batches, AdamW in the baselines and the strategy
+  (its state is two model copies, Adam's moments), no data wait when told so."""
+  result = subprocess.run(
+      [sys.executable, "scripts/benchmark.py", "--models", "transformer", "--steps", "2",
+       "--entries", "ssgd", "--data_repeats", "0", "--output", str(tmp_path)],
+      cwd=REPO, capture_output=True, text=True, timeout=600,
+  )
+  assert result.returncode == 0, result.stderr[-2000:]
+  report = json.loads((tmp_path / "benchmark.json").read_text())
+  rows = {row["entry"]: row for row in report["rows"]}
+  assert rows["ssgd"]["state_copies"] == pytest.approx(2.0, abs=1e-3)
+  assert rows["ssgd"]["compiles_after_first_step"] == 0
+  assert report["data_wait_fraction"] is None
+  text = (tmp_path / "benchmark.md").read_text()
+  assert "| transformer | ssgd |" in text and "--data_repeats 0" in text
+  assert "waiting for data" not in text
+
+
 def _load_script(name):
   spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "scripts", f"{name}.py"))
   module = importlib.util.module_from_spec(spec)

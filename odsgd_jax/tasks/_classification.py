@@ -3,6 +3,7 @@ target."""
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from odsgd_jax.tasks._task import Metric, Task
@@ -16,8 +17,9 @@ class Classification(Task):
   target = Metric("accuracy", higher_is_better=True, unit="points", scale=100.0, margin=0.01,
                   digits=1)
 
-  def chance_level(self, num_classes):
-    return 1 / num_classes
+  def example_batch(self, input_shape, leading):
+    return {"image": np.zeros((*leading, *input_shape), np.float32),
+            "label": np.zeros(leading, np.int32)}
 
   def loss(self, outputs: jax.Array, batch: dict[str, jax.Array]) -> jax.Array:
     return optax.softmax_cross_entropy_with_integer_labels(outputs, batch["label"]).mean()

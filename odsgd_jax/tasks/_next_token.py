@@ -3,6 +3,7 @@ first T and predicts each next one. Cross-entropy per token (nats), and the loss
 target (lower is better)."""
 
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from odsgd_jax.tasks._task import Metric, Task
@@ -19,6 +20,10 @@ class NextToken(Task):
 
   def inputs(self, batch):
     return batch["tokens"][:, :-1]
+
+  def example_batch(self, input_shape, leading):
+    # the model reads T tokens; an example holds T + 1
+    return {"tokens": np.zeros((*leading, input_shape[0] + 1), np.int32)}
 
   def _token_losses(self, outputs, batch):
     return optax.softmax_cross_entropy_with_integer_labels(outputs, batch["tokens"][:, 1:])

@@ -7,6 +7,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +57,9 @@ class Task:
 
   def chance_level(self, num_classes: int) -> float:
     """The target metric of a uniform guess over `num_classes` outputs: what a study counts
-    a diverged seed as (for a loss, the cross-entropy of the uniform distribution)."""
-    return math.log(num_classes)
+    a diverged seed as. By default an accuracy's (1 / classes) for a metric that rises, the
+    uniform distribution's cross-entropy (ln classes) for one that falls."""
+    return 1 / num_classes if self.target.higher_is_better else math.log(num_classes)
 
   def inputs(self, batch: dict[str, jax.Array]) -> jax.Array:
     """What the model is applied to."""
@@ -66,6 +68,12 @@ class Task:
   def example_input(self, input_shape: tuple[int, ...]) -> jax.Array:
     """One example of zeros, for the model's initialization."""
     return jnp.zeros((1, *input_shape), self.input_dtype)
+
+  def example_batch(self, input_shape: tuple[int, ...],
+                    leading: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """A batch of zeros shaped as the input pipeline gives it, with `leading` example axes
+    (a benchmark's input: no data needed)."""
+    raise NotImplementedError
 
   def loss(self, outputs: jax.Array, batch: dict[str, jax.Array]) -> jax.Array:
     """The training loss of a batch (a scalar: its mean)."""
