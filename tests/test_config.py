@@ -12,7 +12,7 @@ import pytest
 from odsgd_jax.train import (SCHEMA, ConfigError, base_config, train_and_evaluate,
                              validate_config)
 from odsgd_jax.train._schema import Field
-from configs import default, digits, mnist1d
+from configs import default, digits, kjv_transformer, mnist1d
 from odsgd_jax import domains, parallel
 from odsgd_jax.strategies import STRATEGIES
 
@@ -135,6 +135,8 @@ def test_every_shipped_config_is_valid(path):
 def test_every_strategy_config_is_valid(strategy):
   validate_config(mnist1d.get_config(strategy), num_available_devices=8)
   validate_config(digits.get_config(strategy), num_available_devices=1)
+  # the language model, AdamW inside: odsgd and pseudo_sync with corrections AdamW takes
+  validate_config(kjv_transformer.get_config(strategy), num_available_devices=8)
 
 
 @pytest.mark.parametrize("field,value,expected", [

@@ -56,7 +56,7 @@ class Hook:
     (scripts/switch_dynamics.py); reading it costs the run its overlap of steps."""
 
   def after_eval(self, step: int, evaluation: dict[str, float]) -> None:
-    """The test loss and accuracy after step `step`."""
+    """The task's metrics on the test split after step `step`."""
 
   def before_save(self, step: int) -> None:
     """Before the checkpoint of step `step` is saved (a test kills a process here)."""
@@ -193,11 +193,11 @@ class _Run:
     if (self.progress.reached_target is None and target
         and score >= metric.oriented(target)):
       self.progress.reached_target = (step, self.progress.clock.time)
-    best = self.progress.best_accuracy  # the best score: a checkpoint's name of before
-    self.progress.best_accuracy = score if best is None else max(best, score)
+    best = self.progress.best_score
+    self.progress.best_score = score if best is None else max(best, score)
     self.progress.next_evaluation = next_evaluation(  # saved: a resumed run goes on alike
         step, self.cfg.num_steps, self.cfg.eval_every, self.cfg.eval_growth, score,
-        self.progress.best_accuracy, tuple(metric.oriented(t) for t in self.cfg.eval_targets),
+        self.progress.best_score, tuple(metric.oriented(t) for t in self.cfg.eval_targets),
         self.cfg.eval_near)
     for hook in self.hooks:
       hook.after_eval(step, self.evaluation)

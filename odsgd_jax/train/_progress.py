@@ -34,10 +34,12 @@ class Progress:
     self.data_positions = np.broadcast_to(np.asarray(saved.get("data_positions", 0), np.int64),
                                           (experiment.num_workers,)).copy()
     self.reached_target = saved.get("reached_target")  # (step, sim_time) or None
-    # the highest accuracy evaluated (the targets at or below it are reached), and the step
-    # of the next evaluation (`next_evaluation`); None: from the start, or a checkpoint of a
-    # version before them (its next step on the grid without targets)
-    self.best_accuracy = saved.get("best_accuracy")
+    # the best score evaluated (the task's target metric turned so that higher is better,
+    # `Metric.oriented`: the targets at or below it are reached), and the step of the next
+    # evaluation (`next_evaluation`); None: from the start, or a checkpoint of a version
+    # before them (its next step on the grid without targets). Checkpoints before issue 76
+    # kept it as best_accuracy (an accuracy is its own score).
+    self.best_score = saved.get("best_score", saved.get("best_accuracy"))
     self.next_evaluation = saved.get("next_evaluation")
     self.wall_time_before = saved.get("wall_time_s", 0.0)  # of earlier sessions
     self.started = time.perf_counter()
@@ -49,7 +51,7 @@ class Progress:
   def state_dict(self, identity: dict[str, Any]) -> dict[str, Any]:
     return {"data_positions": self.data_positions.tolist(), "wall_time_s": self.wall_time,
             "clock": self.clock.state_dict(), "reached_target": self.reached_target,
-            "best_accuracy": self.best_accuracy, "next_evaluation": self.next_evaluation,
+            "best_score": self.best_score, "next_evaluation": self.next_evaluation,
             "identity": identity}
 
 
@@ -93,7 +95,8 @@ class StepLog:
       self.writer.write(step, {**metrics, "steps_per_s": steps_per_s,
                                "examples_seen": step * data_cfg.batch_size,
                                "epoch": step / self.x.steps_per_epoch, "sim_time": sim_time})
-      self.bar.set_postfix(loss=f"{metrics['loss']:.4f}", acc=f"{metrics['accuracy']:.3f}")
+      self.bar.set_postfix({name: f"{metrics[name]:.4f}" for name in self.x.task.metrics
+                            if name in metrics})
 
 
 class DeviceSchedules:
