@@ -38,9 +38,10 @@ def get_config(arg: str = "ssgd"):
   config.optimizer.schedule, config.optimizer.warmup_steps = "cosine", 50
   config.train.num_steps = 500  # 32,000 windows: 1.15 epochs
   config.train.eval_every = 50
-  # a study timing loss targets evaluates densely within 0.05 nats above one not yet
-  # reached (the loss falls by about that in 15 steps where it falls fastest)
-  config.train.eval_near = 0.05
+  # a study timing loss targets evaluates densely within 0.15 nats above one not yet
+  # reached: more than the loss falls in 25 steps (0.1 where it falls fastest, seed 0), the
+  # smallest span of the language-model table, so a crossing is never read off that span
+  config.train.eval_near = 0.15
   config.cluster.preset = "10gbe"
   config.cluster.workload = "gpt2_124m_a100"
   config = _strategies.with_arg(config, arg)
