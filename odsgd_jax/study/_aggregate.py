@@ -6,9 +6,9 @@ from typing import Sequence
 import numpy as np
 
 from odsgd_jax.data import DATASETS
-from odsgd_jax.study._runner import RunResult
+from odsgd_jax.study._runner import RunResult, task_of
 from odsgd_jax.study._stats import Interval, Paired, mean_ci, paired
-from odsgd_jax.tasks import TASKS, Metric
+from odsgd_jax.tasks import Metric
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,10 +51,9 @@ class Group:
   @property
   def chance(self) -> float:
     """A uniform guess's score on the group's data set: what a diverged seed counts as."""
-    config = self.runs[0].spec.build()
-    spec = DATASETS[config.data.name]
-    task = TASKS[config.data.task or spec.task]
-    return task.target.oriented(task.chance_level(spec.num_classes))
+    config = self.runs[0].config or self.runs[0].spec.build().to_dict()
+    task = task_of(config)
+    return task.target.oriented(task.chance_level(DATASETS[config["data"]["name"]].num_classes))
 
 
 def _fraction(results: Sequence[RunResult], name: str) -> Interval:

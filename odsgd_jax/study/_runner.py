@@ -19,7 +19,7 @@ from odsgd_jax import xla_flags
 from odsgd_jax.data import DATASETS
 from odsgd_jax.study import _records as records_lib
 from odsgd_jax.study._grid import RunSpec, StudyInputError
-from odsgd_jax.tasks import TASKS, Metric
+from odsgd_jax.tasks import TASKS, Metric, Task
 from odsgd_jax.train import (CLOCK_FILE, ConfigError, NonFiniteLossError, read_metrics,
                              train_and_evaluate, use_compilation_cache, validate_config)
 
@@ -153,10 +153,15 @@ def _evaluations(workdir: str) -> list[dict[str, float]]:
           for row in read_metrics(workdir) if any(k.startswith(splits) for k in row)]
 
 
-def target_metric(config: dict[str, Any]) -> Metric:
-  """The target metric of a run's task (its `data.task`, else its data set's)."""
+def task_of(config: dict[str, Any]) -> Task:
+  """A run's task: its `data.task`, else its data set's."""
   data = config["data"]
-  return TASKS[data.get("task") or DATASETS[data["name"]].task].target
+  return TASKS[data.get("task") or DATASETS[data["name"]].task]
+
+
+def target_metric(config: dict[str, Any]) -> Metric:
+  """The target metric of a run's task."""
+  return task_of(config).target
 
 
 def timed_metric(evaluations: list[dict[str, float]], metric: Metric) -> str:
