@@ -138,3 +138,23 @@ def test_the_timeline_hides_a_fragment_behind_the_delay_steps(delay):
     time += cost.duration
     totals += cost.compute + cost.communication + cost.idle
   np.testing.assert_allclose(totals, time, rtol=1e-12)
+
+
+def test_low_bit_fragments_travel_through_the_compressors():
+  """With compression each fragment's outer gradient goes through the exchange's
+  compressor, with its own state: a bfloat16 cast sends 16 bits a parameter of the
+  fragment, and the global copy moves by the bfloat16-rounded mean."""
+  tx = STRATEGIES["streaming_diloco"].make(
+      optax.sgd(1.0), axis_name=AXIS, period=4, fragments=2, compression="cast:bfloat16")
+  params = jnp.ones((2, 6), jnp.float32)
+  state = jax.vmap(tx.init)(params)
+  update = jax.jit(jax.vmap(tx.update, axis_name=AXIS))
+  grads = jnp.full_like(params, 1.0 / 3.0)  # 2 steps of 1/3: an outer gradient of 2/3
+  for _ in range(2):
+    updates, state = update(grads, state, params)
+    params = optax.apply_updates(params, updates)
+  assert int(state.communication.count[0]) == 1
+  assert float(state.communication.bits[0]) == 3 * 16  # fragment 0: 3 of the 6 parameters
+  sent = float(jnp.asarray(2.0 / 3.0, jnp.bfloat16))
+  np.testing.assert_array_equal(np.asarray(state.anchor)[0, :3], np.float32(1.0 - sent))
+  np.testing.assert_array_equal(np.asarray(state.anchor)[0, 3:], 1.0)
