@@ -355,6 +355,43 @@ def easgd(grad, x0, N, T, inner, alpha=None, period=1):
   return np.array(history), center
 
 
+def streaming_diloco(grad, x0, N, T, inner, period, fragments=1, delay=0, mixing=0.0,
+                     outer=None):
+  """Fragment p = x[d p // P : d (p + 1) // P]; from step o_p = H (p + 1) // P on, every H
+  steps each worker sends theta_p - x_{i,p}; `delay` steps later theta_p steps by the outer
+  optimizer on their mean (plain averaging: theta_p - mean) and x_{i,p} <- mixing x_{i,p} +
+  (1 - mixing) theta_p. Steps are counted from 1."""
+  d = len(x0)
+  cuts = [d * p // fragments for p in range(fragments + 1)]
+  parts = [slice(cuts[p], cuts[p + 1]) for p in range(fragments)]
+  offsets = [period * (p + 1) // fragments for p in range(fragments)]
+  xs = [x0.copy() for _ in range(N)]
+  states = [inner.init(x0) for _ in range(N)]
+  theta = x0.copy()
+  outer_states = [outer.init(x0[part]) if outer else None for part in parts]
+  arriving = [None] * fragments
+  history = []
+  for t in range(T):
+    step = t + 1
+    for i in range(N):
+      g, _ = grad(t, i, xs[i])
+      u, states[i] = inner.update(g, states[i])
+      xs[i] = xs[i] + u
+    for p, part in enumerate(parts):
+      if step >= offsets[p] and (step - offsets[p]) % period == 0:
+        arriving[p] = sum(theta[part] - x[part] for x in xs) / N
+      if step >= offsets[p] + delay and (step - offsets[p] - delay) % period == 0:
+        if outer is None:
+          theta[part] = theta[part] - arriving[p]
+        else:
+          u, outer_states[p] = outer.update(arriving[p], outer_states[p])
+          theta[part] = theta[part] + u
+        for x in xs:
+          x[part] = mixing * x[part] + (1 - mixing) * theta[part]
+    history.append([x.copy() for x in xs])
+  return np.array(history), sum(xs) / N
+
+
 class Case(NamedTuple):
   """A strategy with options (as a config writes them), its reference, and the schedules
   it is checked under ("homogeneous" or "heterogeneous")."""
@@ -482,6 +519,20 @@ _BUILT_IN.update({
     "easgd_period_3": ("easgd", {"alpha": 0.15, "period": 3},
                        lambda p, inner, sch: easgd(*p, inner, alpha=0.15, period=3),
                        "homogeneous"),
+})
+
+_BUILT_IN.update({
+    "streaming_diloco": ("streaming_diloco", {"period": 4, "fragments": 2, "delay": 1,
+                                              "mixing": 0.5},
+                         lambda p, inner, sch: streaming_diloco(*p, inner, 4, 2, 1, 0.5),
+                         "homogeneous"),
+    "streaming_diloco_nesterov": (
+        "streaming_diloco", {"period": 6, "fragments": 3, "delay": 0, "mixing": 0.0,
+                             "outer": {"learning_rate": 0.7, "momentum": 0.9,
+                                       "nesterov": True}},
+        lambda p, inner, sch: streaming_diloco(*p, inner, 6, 3, 0, 0.0,
+                                               SGD(0.7, momentum=0.9, nesterov=True)),
+        "homogeneous"),
 })
 
 for _name, _case in _BUILT_IN.items():

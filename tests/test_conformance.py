@@ -130,8 +130,9 @@ def timing_mismatches(definition, options, num_ticks=10) -> list[str]:
 
   Each tick runs on concrete values (`sent_a_message`: whether a message of `comm` ran);
   after each tick its metrics go to a `SimulatedClock` with its timeline, as the training
-  loop's do. A tick that sent a message must be charged communication time; a tick that
-  sent none must not.
+  loop's do. A tick that sent a message must be charged communication time (on the tick
+  its timeline says the exchange can first hold the workers up, `exposed_after` ticks
+  later); a tick that sent none must not.
   """
   tx = definition.make(optax.sgd(0.05, momentum=0.5), axis_name=AXIS, **options)
   timeline = definition.make_timeline(_WORKERS, _NETWORK, _MESSAGE_BYTES, None, **options)
@@ -139,18 +140,24 @@ def timing_mismatches(definition, options, num_ticks=10) -> list[str]:
   tick = worker_ticks(tx, lambda x, t, worker: (0.0, _quadratic_grad(x, worker)))
   x = jnp.zeros((NUM_WORKERS, 3))
   opt_state = init_workers(tx, x)
-  mismatches = []
-  for t in range(num_ticks):
+  lag = definition.timeline.exposed_after(**definition.timeline_options(**options))
+  sent_on, charged_on = [], []
+  for t in range(num_ticks + lag):
     schedule = jax.tree.map(jnp.asarray, clock.schedule(t))
     old_state = opt_state
     (x, opt_state), sent = sent_a_message(tick, x, opt_state, jnp.int32(t), schedule)
     record = clock_record(definition, old_state, opt_state)
     before = clock.totals["communication"].max()
     clock.advance(t, {k: float(np.mean(v)) for k, v in record.items()})
-    charged = clock.totals["communication"].max() > before
+    sent_on.append(sent)
+    charged_on.append(clock.totals["communication"].max() > before)
+  mismatches = []
+  for t in range(num_ticks):  # an exchange is charged where it can hold the workers up
+    sent, charged = sent_on[t], charged_on[t + lag]
     if charged != sent:
       mismatches.append(f"tick {t}: {'sent' if sent else 'sent nothing'} but "
-                        f"{'charged' if charged else 'not charged'}")
+                        f"{'charged' if charged else 'not charged'}"
+                        + (f" {lag} ticks later" if lag else ""))
   return mismatches
 
 

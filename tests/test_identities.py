@@ -179,3 +179,22 @@ def test_easgd_with_one_data_set_is_ssgd_with_negative_momentum():
   assert np.abs(easgd - run("ssgd", optax.sgd(lr))[0]).max() > 1e-3  # not plain ssgd
   own_data = _history("easgd", optax.sgd(lr), alpha=1 / N)
   assert np.abs(own_data - _history("ssgd", optax.sgd(lr))).max() > 1e-3
+
+
+@pytest.mark.parametrize("outer", [None, {"learning_rate": 0.7, "momentum": 0.9,
+                                          "nesterov": True}])
+def test_streaming_diloco_with_one_fragment_and_no_delay_is_diloco(outer):
+  """One fragment, delay 0, mixing 0: every `period` steps the whole model steps by the
+  outer optimizer on the mean outer gradient, as local_sgd's DiLoCo round end does."""
+  options = {} if outer is None else {"outer": outer}
+  np.testing.assert_allclose(
+      _history("streaming_diloco", optax.adam(0.01), period=4, **options),
+      _history("local_sgd", optax.adam(0.01), period=4, **options), atol=EXACT)
+
+
+def test_streaming_diloco_with_mixing_1_never_moves_the_workers():
+  """Mixing 1 keeps the workers' own fragments: each trains alone (its parameters are
+  what local SGD with a period past the run gives), only the global copy moves."""
+  np.testing.assert_allclose(
+      _history("streaming_diloco", optax.sgd(0.1), period=4, fragments=2, mixing=1.0),
+      _history("local_sgd", optax.sgd(0.1), period=T + 1), atol=EXACT)

@@ -117,6 +117,14 @@ class Timeline:
     here as when it is built."""
     return False
 
+  @classmethod
+  def exposed_after(cls, **options: Any) -> int:
+    """How many ticks after the tick that sends a message its exchange can first hold the
+    workers up (0: on that tick; streaming DiLoCo's: `delay` ticks later, its exchange
+    running beside the ticks between). Takes the rule's keywords, as it is built."""
+    del options
+    return 0
+
   def schedule(self, tick: int) -> Schedule:
     return synchronous_schedule(tick, self.num_workers)
 

@@ -1,7 +1,7 @@
 """The round-based core of local SGD and Oscars: workers step alone, and average every
 round (`round_based`); the model they evaluate, what they log and when a round ends."""
 
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator, Mapping, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -10,11 +10,26 @@ import optax
 from odsgd_jax import cluster, comm, domains
 
 ADAPT_MODES = ("fixed", "linear", "loss")
+SGD_ARGUMENTS = ("learning_rate", "momentum", "nesterov")
+
+
+def _outer_problem(outer: Any) -> str | None:
+  if isinstance(outer, optax.GradientTransformation):
+    return None
+  if isinstance(outer, Mapping) and "learning_rate" in outer and set(outer) <= set(SGD_ARGUMENTS):
+    return None
+  return "is not an optimizer"
+
+
 OUTER = domains.Domain(
-    "other", optional=True,
-    check=lambda x: None if isinstance(x, optax.GradientTransformation) else "is not an optimizer",
+    "other", optional=True, check=_outer_problem,
     text="an optax optimizer; in a config, sgd's arguments as a dict, e.g. "
          "{'learning_rate': 0.7, 'momentum': 0.9, 'nesterov': True}")
+
+
+def outer_optimizer(outer: "optax.GradientTransformation | Mapping[str, Any] | None"):
+  """An outer optimizer as given (None: plain averaging), or sgd's arguments built."""
+  return optax.sgd(**outer) if isinstance(outer, Mapping) else outer
 
 
 class LocalSgdState(NamedTuple):
@@ -65,6 +80,7 @@ def round_based(inner, *, axis_name, period, outer, average_inner_state, adapt, 
   worker steps on every tick, plain averages) and oscars (`heterogeneous=True`: only the
   workers the schedule marks active step, and the average is weighted by their steps)."""
   inner = optax.with_extra_args_support(inner)
+  outer = outer_optimizer(outer)
   communication = comm.parse_communication(compression)
 
   def init_fn(params):

@@ -19,7 +19,9 @@ class StrategySpec:
   Attributes:
     definition: the registered `StrategyDef`.
     options: the factory's keyword options as given (the factory's defaults fill the
-      rest), an `outer` optimizer built, `inner_momentum` set where the factory takes it.
+      rest; an `outer` optimizer as sgd's arguments stays a dict, which the factory builds,
+      so that a checkpoint's identity can hold it), `inner_momentum` set where the factory
+      takes it.
   """
 
   definition: StrategyDef
@@ -44,8 +46,9 @@ def resolve(name: str, options: Mapping[str, Any], inner_momentum: float | None 
   `num_workers`, also the bounds that depend on the number of workers.
 
   An `outer` optimizer given as sgd's arguments ({"learning_rate": 0.7, "momentum":
-  0.9}) becomes `optax.sgd(**outer)`; `inner_momentum` (the inner optimizer's heavy-ball
-  momentum, which delay corrections need) is passed where the factory takes it.
+  0.9}) is built by the factory (`optax.sgd(**outer)`); `inner_momentum` (the inner
+  optimizer's heavy-ball momentum, which delay corrections need) is passed where the
+  factory takes it.
 
   Raises:
     KeyError: no strategy is registered as `name`.
@@ -66,8 +69,6 @@ def resolve(name: str, options: Mapping[str, Any], inner_momentum: float | None 
   # The factory checks each option's domain (`domains.declared`) and what involves
   # several options; building it is cheap and pure, so this is the one check.
   try:
-    if isinstance(options.get("outer"), Mapping):
-      options["outer"] = optax.sgd(**options["outer"])
     definition.make(optax.identity(), axis_name="workers", **options)
     if num_workers is not None:
       given = {**definition.options(), **options}
