@@ -176,5 +176,5 @@ def test_outer_optimizer_options_are_checked_like_the_run_builds_them():
   config.strategy.outer = {"learning_rate": 0.7, "momentum": 0.9, "nesterov": True}
   validate_config(config, num_available_devices=8)
   config.strategy.outer = {"learning_rate": 0.7, "momentun": 0.9}
-  with pytest.raises(ConfigError, match="strategy: .*momentun"):
+  with pytest.raises(ConfigError, match="strategy.outer=.*'momentun', which is not an argument"):
     validate_config(config, num_available_devices=8)

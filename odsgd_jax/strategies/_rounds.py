@@ -16,9 +16,14 @@ SGD_ARGUMENTS = ("learning_rate", "momentum", "nesterov")
 def _outer_problem(outer: Any) -> str | None:
   if isinstance(outer, optax.GradientTransformation):
     return None
-  if isinstance(outer, Mapping) and "learning_rate" in outer and set(outer) <= set(SGD_ARGUMENTS):
-    return None
-  return "is not an optimizer"
+  if not isinstance(outer, Mapping):
+    return "is not an optimizer"
+  unknown = sorted(set(outer) - set(SGD_ARGUMENTS))
+  if unknown:
+    return f"names {', '.join(map(repr, unknown))}, which is not an argument of sgd"
+  if "learning_rate" not in outer:
+    return "lacks sgd's learning_rate"
+  return None
 
 
 OUTER = domains.Domain(
