@@ -243,6 +243,7 @@ STUDY_TABLES = [
     (os.path.join("docs", "results.md"), "tuning_fashion_mnist", "claims"),
     (os.path.join("docs", "results.md"), "compare_default", "compare_default"),
     (os.path.join("docs", "results.md"), "compare_fashion_mnist", "compare_fashion_mnist"),
+    (os.path.join("docs", "results.md"), "compare_kjv", "compare_kjv"),
     (os.path.join("docs", "cluster.md"), "compare_heterogeneous", "compare_heterogeneous"),
     (os.path.join("docs", "compression.md"), "compression", "compression"),
     (os.path.join("docs", "strategies.md"), "options_odsgd", "options_odsgd"),
