@@ -200,7 +200,9 @@ def main() -> None:
   if args.readme and args.records is None:  # one study, three sections: records/diloco
     args.records = os.path.join(study.repository_root(), "records", "diloco")
   seeds, common = study.check_study_flags(args)
-  specs = study.grid(labels(), seeds, common)
+  # every figure here is read at the end of a run (final loss, bytes, simulated time): no
+  # evaluation during it, which would cost more than a third of a run's wall time
+  specs = study.final_evaluation_only(study.grid(labels(), seeds, common))
   results = study.run_with_flags(args, specs)
   groups = {g.label: g for g in study.summarize(results, "ssgd")}
   summaries = {label: summarize_group(g) for label, g in groups.items()}
