@@ -10,5 +10,5 @@ from configs import fashion_mnist_lenet, oscars_heterogeneous
 
 def get_config(arg: str = "oscars"):
   config = fashion_mnist_lenet.get_config(arg)
-  config.cluster.speeds = oscars_heterogeneous.get_config().cluster.speeds
+  config.cluster.speeds = oscars_heterogeneous.SPEEDS
   return config

@@ -11,5 +11,5 @@ from configs import kjv_transformer, oscars_heterogeneous
 
 def get_config(arg: str = "oscars"):
   config = kjv_transformer.get_config(arg)
-  config.cluster.speeds = oscars_heterogeneous.get_config().cluster.speeds
+  config.cluster.speeds = oscars_heterogeneous.SPEEDS
   return config

@@ -10,8 +10,11 @@ same simulated cluster:
 
 from configs import _strategies, default
 
+# the heterogeneous cluster's worker speeds, shared by every workload's heterogeneous config
+SPEEDS = (1.0, 1.0, 1.0, 1.0, 0.5, 0.5, 0.25, 0.25)
+
 
 def get_config(arg=None):
   config = _strategies.use_strategy(default.get_config(), "oscars")
-  config.cluster.speeds = (1.0, 1.0, 1.0, 1.0, 0.5, 0.5, 0.25, 0.25)
+  config.cluster.speeds = SPEEDS
   return _strategies.with_arg(config, arg)
